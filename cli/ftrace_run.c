@@ -1,0 +1,204 @@
+/*
+ * ftrace-run - run a program with libftrace.so preloaded, so that its instrumented functions
+ * are traced into a trace file (see ftrace-report).
+ *
+ * It checks what it can before the program starts (the program exists and is dynamically
+ * linked, the output is writable), sets the environment described in preload/ftr_env.h and
+ * execs the program: same pid, same stdio, same exit status.
+ */
+#define _GNU_SOURCE
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ftr_env.h"
+
+#ifndef FTR_LIBDIR
+#define FTR_LIBDIR "/usr/local/lib/ftrace-run"
+#endif
+
+static const char *prog = "ftrace-run";
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: %s [OPTIONS] PROGRAM [ARGS...]\n"
+            "Run PROGRAM (built with -pg -mfentry, -pg, -mnop-mcount -mrecord-mcount or\n"
+            "-fpatchable-function-entry=5) and record a function-graph trace of it.\n"
+            "\n"
+            "  -o, --output FILE   write the trace to FILE (default %s)\n"
+            "  -q, --quiet         no summary line on stderr\n"
+            "  -h, --help          this help\n"
+            "\n"
+            "Environment read by the traced program's libftrace.so (set them to use it\n"
+            "without ftrace-run: LD_PRELOAD=.../libftrace.so PROGRAM):\n",
+            prog, FTR_DEFAULT_OUTPUT);
+    for (int i = 0; i < FTR_ENV__COUNT; i++)
+        fprintf(f, "  %-20s %s\n", ftr_env_name(i), ftr_env_help(i));
+    fprintf(f, "\nThen: ftrace-report [FILE] prints the call graph.\n");
+}
+
+static int die(int code, const char *fmt, const char *a, const char *b)
+{
+    fprintf(stderr, "%s: ", prog);
+    fprintf(stderr, fmt, a, b);
+    fputc('\n', stderr);
+    return code;
+}
+
+/* Finds libftrace.so next to this executable (build tree) or in the install prefix. */
+static int find_preload(char *out, size_t len)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = 0;
+        snprintf(out, len, "%s/%s", dirname(self), FTR_PRELOAD_NAME);
+        if (access(out, R_OK) == 0)
+            return 0;
+    }
+    snprintf(out, len, "%s/%s", FTR_LIBDIR, FTR_PRELOAD_NAME);
+    return access(out, R_OK) == 0 ? 0 : -1;
+}
+
+/* Resolves the program like execvp does, so that a missing one is reported before exec. */
+static int resolve(const char *name, char *out, size_t len)
+{
+    if (strchr(name, '/')) {
+        snprintf(out, len, "%s", name);
+        return access(out, X_OK);
+    }
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *p = path; *p;) {
+        const char *e = strchr(p, ':');
+        size_t dl = e ? (size_t)(e - p) : strlen(p);
+        snprintf(out, len, "%.*s/%s", (int)dl, dl ? p : ".", name);
+        if (access(out, X_OK) == 0)
+            return 0;
+        p += dl + (e != NULL);
+    }
+    errno = ENOENT;
+    return -1;
+}
+
+/* 1 when the file is an ELF executable with an interpreter (dynamically linked), 0 when it is
+ * ELF without one (static), -1 when it is not ELF (a script: exec will sort it out). */
+static int is_dynamic_elf(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    Elf64_Ehdr eh;
+    int rc = -1;
+    if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh &&
+        memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64) {
+        rc = 0;
+        for (unsigned i = 0; i < eh.e_phnum; i++) {
+            Elf64_Phdr ph;
+            if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) != sizeof ph)
+                break;
+            if (ph.p_type == PT_INTERP)
+                rc = 1;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *output = FTR_DEFAULT_OUTPUT;
+    int quiet = 0, c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+o:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o':
+            output = optarg;
+            break;
+        case 'q':
+            quiet = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            if (optopt)
+                fprintf(stderr, "%s: option '-%c' %s (see --help)\n", prog, optopt,
+                        strchr("o", optopt) ? "needs an argument" : "is unknown");
+            else
+                fprintf(stderr, "%s: unknown option '%s' (see --help)\n", prog,
+                        argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "%s: no program given (see --help)\n", prog);
+        return 2;
+    }
+
+    char path[PATH_MAX];
+    if (resolve(argv[optind], path, sizeof path) < 0)
+        return die(127, "%s: %s", argv[optind], strerror(errno));
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return die(126, "%s: %s", argv[optind], "is a directory");
+    int dyn = is_dynamic_elf(path);
+    int untraced = 0;
+    if (dyn == 0) {
+        fprintf(stderr, "%s: %s is statically linked: LD_PRELOAD cannot apply; running it "
+                        "untraced\n", prog, argv[optind]);
+        untraced = 1;
+    } else if (stat(path, &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)) && geteuid() != 0) {
+        fprintf(stderr, "%s: %s is set-user/group-ID: the loader ignores LD_PRELOAD; running it "
+                        "untraced\n", prog, argv[optind]);
+        untraced = 1;
+    }
+
+    if (!untraced) {
+        char lib[PATH_MAX];
+        if (find_preload(lib, sizeof lib) < 0)
+            return die(1, "cannot find %s (looked next to ftrace-run and in %s)",
+                       FTR_PRELOAD_NAME, FTR_LIBDIR);
+        /* the output must be writable now, and named absolutely: the program may chdir */
+        int fd = open(output, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return die(1, "cannot write %s: %s", output, strerror(errno));
+        close(fd);
+        char abs_out[PATH_MAX], dir[PATH_MAX], base[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", output);
+        snprintf(base, sizeof base, "%s", output);
+        char *rdir = realpath(dirname(dir), NULL);
+        if (!rdir)
+            return die(1, "cannot write %s: %s", output, strerror(errno));
+        snprintf(abs_out, sizeof abs_out, "%s/%s", rdir, basename(base));
+        free(rdir);
+
+        const char *old = getenv("LD_PRELOAD");
+        char *preload = NULL;
+        if (asprintf(&preload, "%s%s%s", lib, old && *old ? ":" : "", old ? old : "") < 0)
+            return die(1, "%s%s", "out of memory", "");
+        setenv("LD_PRELOAD", preload, 1);
+        setenv(ftr_env_name(FTR_ENV_OUTPUT), abs_out, 1);
+        if (quiet)
+            setenv(ftr_env_name(FTR_ENV_QUIET), "1", 1);
+        free(preload);
+    }
+    execv(path, argv + optind);
+    return die(126, "%s: %s", argv[optind], strerror(errno));
+}

@@ -1,0 +1,313 @@
+/*
+ * ftr_format.h - the ftrace-run trace file format: the only code that knows its bytes.
+ *
+ * Used by the writer (preload/, through ftr_enc_*) and by every reader (cli/, through ftr_rd_*).
+ * This library depends on libzstd only; it never links the preload.
+ * docs/format.md describes the same format byte by byte; keep the two in step and bump
+ * FTR_FORMAT_MINOR (compatible additions) or FTR_FORMAT_MAJOR (incompatible) with every change.
+ *
+ * All multi-byte fields are little-endian and are read and written through ftr_rd_le* /
+ * ftr_wr_le* only; no struct is ever written to the file as it lies in memory.
+ *
+ * File = file header (16 bytes) followed by chunks until end of file.
+ * Chunk = chunk header (40 bytes) + payload of payload_size bytes (one zstd frame, checksummed).
+ * Chunks are self-delimiting and each carries the pid and tid it belongs to, so a file may hold
+ * several processes of one session (fork) and a reader can skip damage by scanning for the
+ * next chunk magic.
+ */
+#ifndef FTR_FORMAT_H
+#define FTR_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FTR_FORMAT_MAJOR 1
+#define FTR_FORMAT_MINOR 0
+
+#define FTR_FILE_MAGIC "FTRACE\x1a\x01" /* 8 bytes */
+#define FTR_FILE_HEADER_SIZE 16
+#define FTR_CHUNK_MAGIC 0x4b484346u /* "FCHK" as little-endian bytes 'F','C','H','K' */
+#define FTR_CHUNK_HEADER_SIZE 40
+#define FTR_CHUNK_MAX_PAYLOAD (64u << 20) /* readers refuse larger payloads as corrupt */
+#define FTR_CHUNK_MAX_RAW (256u << 20)    /* limit of a decompressed payload, likewise */
+
+/* ---- errors: one table, expanded into the enum and ftr_strerror() ---- */
+#define FTR_ERRORS(X)                                                                              \
+    X(FTR_OK, "success")                                                                           \
+    X(FTR_E_IO, "I/O error")                                                                       \
+    X(FTR_E_NOMEM, "out of memory")                                                                \
+    X(FTR_E_NOT_TRACE, "not an ftrace-run trace file")                                             \
+    X(FTR_E_VERSION, "trace file written by a newer, incompatible ftrace-run")                     \
+    X(FTR_E_EMPTY, "empty trace file")                                                             \
+    X(FTR_E_TRUNCATED, "trace file is truncated")                                                  \
+    X(FTR_E_CORRUPT, "corrupt data in trace file")                                                 \
+    X(FTR_E_ZSTD, "zstd (de)compression failed")                                                   \
+    X(FTR_E_EOF, "end of file")                                                                    \
+    X(FTR_E_TOO_BIG, "chunk too large: split it (see FTR_CHUNK_MAX_RAW)")
+
+#define FTR_X_ENUM(name, msg) name,
+enum ftr_err { FTR_ERRORS(FTR_X_ENUM) FTR_ERR__COUNT };
+#undef FTR_X_ENUM
+/*! ftr_strerror() : @return a static one-line description of err or -err (never NULL). */
+const char *ftr_strerror(int err);
+
+/* ---- chunk types ---- */
+#define FTR_CHUNK_TYPES(X)                                                                         \
+    X(FTR_CHUNK_PROCESS, 1, "process")  /* one per process: pid, command line, clocks */           \
+    X(FTR_CHUNK_MODULE, 2, "module")    /* a loaded module (executable or library) */              \
+    X(FTR_CHUNK_SITES, 3, "sites")      /* the function sites of one module, with names */         \
+    X(FTR_CHUNK_EVENTS, 4, "events")    /* entry/exit events of one thread */                      \
+    X(FTR_CHUNK_THREAD, 5, "thread")    /* a thread started or ended, its name */                  \
+    X(FTR_CHUNK_END, 6, "end")          /* the process ended: how, and its counters */
+
+#define FTR_X_ENUM(name, val, str) name = val,
+enum ftr_chunk_type { FTR_CHUNK_TYPES(FTR_X_ENUM) };
+#undef FTR_X_ENUM
+const char *ftr_chunk_type_name(unsigned type); /* "?" when unknown */
+const char *ftr_event_kind_name(unsigned kind);  /* "?" when unknown */
+const char *ftr_special_name(unsigned special);  /* "?" when unknown */
+
+/* Chunk header as decoded. tsc_first/tsc_last bound the events of an EVENTS chunk (both 0 for
+ * other chunk types), so a reader can merge threads in time order from the headers alone.
+ * tid is the thread of EVENTS and THREAD chunks and 0 in the process-wide chunks. */
+struct ftr_chunk_hdr {
+    uint16_t type;
+    uint16_t flags; /* reserved, 0 */
+    uint32_t pid;
+    uint32_t tid;
+    uint32_t payload_size; /* stored (compressed) bytes following the header */
+    uint64_t tsc_first;
+    uint64_t tsc_last;
+};
+
+/* ---- event kinds (2 bits in each encoded event head) ---- */
+#define FTR_EVENT_KINDS(X)                                                                         \
+    X(FTR_EV_ENTRY, 0, "entry")   /* function site entered */                                     \
+    X(FTR_EV_EXIT, 1, "exit")     /* function returned normally */                                \
+    X(FTR_EV_UNWIND, 2, "unwind") /* frame left without returning (longjmp, exception, ...) */    \
+    X(FTR_EV_SPECIAL, 3, "special")
+
+#define FTR_X_ENUM(name, val, str) name = val,
+enum ftr_event_kind { FTR_EVENT_KINDS(FTR_X_ENUM) };
+#undef FTR_X_ENUM
+
+/* FTR_EV_SPECIAL events carry a subtype in the site field and one argument. */
+#define FTR_SPECIALS(X)                                                                            \
+    X(FTR_SP_LOST, 0, "lost")         /* arg = number of events lost at this point */             \
+    X(FTR_SP_OVERRUN, 1, "overrun")   /* arg = calls not hooked: shadow stack full */             \
+    X(FTR_SP_TRACE_ON, 2, "trace-on") /* tracing switched on (arg unused) */                     \
+    X(FTR_SP_TRACE_OFF, 3, "trace-off")
+
+#define FTR_X_ENUM(name, val, str) name = val,
+enum ftr_special { FTR_SPECIALS(FTR_X_ENUM) };
+#undef FTR_X_ENUM
+
+/* One decoded event. site is a process-wide site index (see SITES chunks) for ENTRY, EXIT and
+ * UNWIND events; for SPECIAL events it is the ftr_special subtype and arg its argument. */
+struct ftr_event {
+    uint64_t tsc;
+    uint32_t site;
+    uint8_t kind;
+    uint64_t arg;
+};
+
+/* ---- little-endian helpers (the only way fields are read or written) ---- */
+static inline void ftr_wr_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void ftr_wr_le32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void ftr_wr_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t ftr_rd_le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint32_t ftr_rd_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t ftr_rd_le64(const uint8_t *p)
+{
+    return (uint64_t)ftr_rd_le32(p) | (uint64_t)ftr_rd_le32(p + 4) << 32;
+}
+
+
+/* ---- in-memory record written by the tracing hot path, consumed by ftr_enc_events() ----
+ * Not a file structure. head = site << 2 | kind (ftr_rec_head()); arg is 0 except for
+ * FTR_EV_SPECIAL, where head = subtype << 2 | FTR_EV_SPECIAL (ftr_rec_head(subtype,
+ * FTR_EV_SPECIAL)) and arg is the special's argument. Site 0 is never a real site, so a record
+ * with head == 0 (normally all-zero) is an empty slot (reserved but never filled): skipped. */
+struct ftr_rec {
+    uint64_t tsc;
+    uint32_t head;
+    uint32_t arg;
+};
+_Static_assert(sizeof(struct ftr_rec) == 16, "ftr_rec is 16 bytes");
+static inline uint32_t ftr_rec_head(uint32_t site, unsigned kind) { return site << 2 | kind; }
+#define FTR_SITE_MAX ((1u << 30) - 1)
+
+/* ---- growable byte buffer ---- */
+struct ftr_buf {
+    uint8_t *data;
+    size_t len, cap;
+};
+/*! ftr_buf_reserve() : make room for n more bytes. @return FTR_OK or FTR_E_NOMEM */
+int ftr_buf_reserve(struct ftr_buf *b, size_t n);
+int ftr_buf_append(struct ftr_buf *b, const void *p, size_t n);
+void ftr_buf_free(struct ftr_buf *b);
+
+/* ---- metadata carried by the chunks (decoders point strings into the payload) ---- */
+#define FTR_TSC_CALIBRATIONS(X)                                                                    \
+    X(FTR_TSC_CAL_NONE, 0, "none")                                                                 \
+    X(FTR_TSC_CAL_CPUID, 1, "cpuid leaf 0x15/0x16")                                                \
+    X(FTR_TSC_CAL_KERNEL, 2, "kernel tsc_khz")                                                    \
+    X(FTR_TSC_CAL_MEASURED, 3, "measured against CLOCK_MONOTONIC_RAW")
+#define FTR_X_ENUM(name, val, str) name = val,
+enum ftr_tsc_cal { FTR_TSC_CALIBRATIONS(FTR_X_ENUM) };
+#undef FTR_X_ENUM
+const char *ftr_tsc_cal_name(unsigned cal);
+
+struct ftr_process_info {
+    uint32_t pid, ppid;
+    uint64_t session_id;        /* shared by every process of one ftrace-run session */
+    uint64_t start_realtime_ns; /* CLOCK_REALTIME at start */
+    uint64_t start_tsc;         /* TSC at the same moment */
+    uint64_t tsc_hz;
+    uint32_t tsc_calibration; /* enum ftr_tsc_cal */
+    uint32_t argc;
+    const char *const *argv;
+    const char *exe; /* path of the executable */
+};
+
+struct ftr_module_info {
+    uint32_t module_id; /* unique in the process; SITES chunks refer to it */
+    uint64_t base;      /* load bias (dlpi_addr) */
+    uint64_t load_tsc;  /* when it was patched in (0 = at start) */
+    uint32_t build_id_len;
+    const uint8_t *build_id;
+    const char *path;
+};
+
+struct ftr_site_info {
+    uint32_t site;  /* process-wide site index, >= 1 */
+    uint64_t addr;  /* runtime address of the call site */
+    uint64_t func;  /* runtime address of the function's first byte */
+    const char *name; /* symbol name, raw (not demangled) */
+};
+
+#define FTR_END_HOWS(X)                                                                            \
+    X(FTR_END_UNKNOWN, 0, "unknown (killed?)")                                                    \
+    X(FTR_END_EXIT, 1, "exited")                                                                   \
+    X(FTR_END_SIGNAL, 2, "killed by signal")                                                       \
+    X(FTR_END_EXEC, 3, "replaced by exec")
+#define FTR_X_ENUM(name, val, str) name = val,
+enum ftr_end_how { FTR_END_HOWS(FTR_X_ENUM) };
+#undef FTR_X_ENUM
+const char *ftr_end_how_name(unsigned how);
+
+struct ftr_thread_info {
+    uint32_t tid;
+    uint32_t what; /* 1 = started, 2 = ended */
+    uint64_t tsc;
+    const char *name; /* may be NULL */
+};
+
+struct ftr_end_info {
+    uint64_t tsc;
+    uint32_t how;  /* enum ftr_end_how */
+    int32_t code;  /* exit status or signal number */
+    uint64_t calls;  /* entry events recorded */
+    uint64_t events, lost, sites, patched, skipped, overruns, bytes_raw;
+};
+
+/* ---- encoder: builds complete chunks (header + zstd payload) appended to an ftr_buf ---- */
+struct ftr_enc;
+/*! ftr_enc_new() : @return an encoder compressing at zstd level (1 is a good default), or NULL */
+struct ftr_enc *ftr_enc_new(int zstd_level);
+void ftr_enc_free(struct ftr_enc *e);
+/*! ftr_enc_file_header() : appends the 16-byte file header. */
+int ftr_enc_file_header(struct ftr_buf *out);
+int ftr_enc_process(struct ftr_enc *e, const struct ftr_process_info *pi, struct ftr_buf *out);
+int ftr_enc_module(struct ftr_enc *e, uint32_t pid, const struct ftr_module_info *mi,
+                   struct ftr_buf *out);
+int ftr_enc_sites(struct ftr_enc *e, uint32_t pid, uint32_t module_id,
+                  const struct ftr_site_info *s, size_t n, struct ftr_buf *out);
+int ftr_enc_thread(struct ftr_enc *e, uint32_t pid, const struct ftr_thread_info *ti,
+                   struct ftr_buf *out);
+int ftr_enc_end(struct ftr_enc *e, uint32_t pid, const struct ftr_end_info *ei,
+                struct ftr_buf *out);
+/*! ftr_enc_events() : encodes n hot-path records of one thread as one EVENTS chunk.
+ *  Empty records (head == 0) are skipped; a record whose tsc is below its predecessor's is
+ *  stored with the predecessor's tsc (a signal landing between rdtsc and the slot reservation).
+ *  @return FTR_OK (nothing appended when no record is valid) or an error. */
+int ftr_enc_events(struct ftr_enc *e, uint32_t pid, uint32_t tid, const struct ftr_rec *r,
+                   size_t n, struct ftr_buf *out);
+/*! ftr_enc_set_level() : changes the zstd level of the following chunks (negative = faster).
+ *  @return FTR_OK or FTR_E_ZSTD. */
+int ftr_enc_set_level(struct ftr_enc *e, int zstd_level);
+/* Every ftr_enc_* returns FTR_E_TOO_BIG (appending nothing) when the uncompressed payload would
+ * exceed FTR_CHUNK_MAX_RAW: split the records, or the sites of a module into several SITES
+ * chunks (each site carries its own index). */
+
+/* ---- reader: chunk by chunk, streaming ---- */
+struct ftr_reader;
+/*! ftr_reader_open() : opens and checks the file header. @return FTR_OK, FTR_E_IO (errno set),
+ *  FTR_E_EMPTY, FTR_E_NOT_TRACE, FTR_E_TRUNCATED or FTR_E_VERSION. */
+int ftr_reader_open(const char *path, struct ftr_reader **out);
+void ftr_reader_close(struct ftr_reader *r);
+/*! ftr_reader_next() : reads the next chunk header. A damaged header or payload is skipped by
+ *  scanning for the next valid chunk header; the skipped bytes are counted (see _damage).
+ *  @return FTR_OK, FTR_E_EOF at a clean end, FTR_E_TRUNCATED when the file ends inside a chunk,
+ *  FTR_E_IO. *offset receives the chunk's file offset (for ftr_reader_seek). */
+int ftr_reader_next(struct ftr_reader *r, struct ftr_chunk_hdr *h, uint64_t *offset);
+/*! ftr_reader_payload() : decompresses the payload of the chunk last returned by
+ *  ftr_reader_next() into out (replacing its contents). @return FTR_OK, FTR_E_CORRUPT or
+ *  FTR_E_ZSTD (the chunk is then counted in bad_chunks; go on with ftr_reader_next()),
+ *  FTR_E_NOMEM, FTR_E_IO, FTR_E_TRUNCATED (the file shrank). */
+int ftr_reader_payload(struct ftr_reader *r, struct ftr_buf *out);
+/*! ftr_reader_seek() : positions the reader so that the next ftr_reader_next() returns the chunk
+ *  at offset (as returned earlier). */
+int ftr_reader_seek(struct ftr_reader *r, uint64_t offset);
+struct ftr_damage {
+    uint64_t skipped_bytes;  /* bytes scanned over while looking for a chunk header */
+    uint64_t bad_chunks;     /* chunks whose payload did not decode */
+    int truncated;           /* the file ended inside a chunk */
+};
+void ftr_reader_damage(const struct ftr_reader *r, struct ftr_damage *d);
+
+/* ---- payload decoders (strings and argv point into the payload buffer) ---- */
+/* Every decoder returns FTR_OK or FTR_E_CORRUPT; fields whose tag is absent are 0 / NULL.
+ * argv is filled up to argv_cap entries (pi->argc tells the real count; pi->argv = argv). */
+int ftr_dec_process(const uint8_t *p, size_t n, struct ftr_process_info *pi, const char **argv,
+                    size_t argv_cap);
+int ftr_dec_module(const uint8_t *p, size_t n, struct ftr_module_info *mi);
+/* sites: with s == NULL only *count is set (the number of sites), so a caller can size the
+ * array, then call again with cap >= count (at most cap entries are filled). */
+int ftr_dec_sites(const uint8_t *p, size_t n, uint32_t *module_id, struct ftr_site_info *s,
+                  size_t cap, size_t *count);
+int ftr_dec_thread(const uint8_t *p, size_t n, struct ftr_thread_info *ti);
+int ftr_dec_end(const uint8_t *p, size_t n, struct ftr_end_info *ei);
+
+struct ftr_ev_iter {
+    const uint8_t *heads, *heads_end, *deltas, *deltas_end;
+    uint64_t tsc, tsc_last;
+    uint32_t left;
+};
+/*! ftr_dec_events_begin() : starts decoding an EVENTS payload of the chunk h.
+ *  @return FTR_OK or FTR_E_CORRUPT. */
+int ftr_dec_events_begin(const struct ftr_chunk_hdr *h, const uint8_t *p, size_t n,
+                         struct ftr_ev_iter *it);
+/*! ftr_dec_events_next() : @return 1 with *ev filled, 0 at the end, FTR_E_CORRUPT (negated) on
+ *  damage: -FTR_E_CORRUPT (stop there). The end also checks that both streams were consumed
+ *  exactly and that the last tsc equals h->tsc_last. */
+int ftr_dec_events_next(struct ftr_ev_iter *it, struct ftr_event *ev);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FTR_FORMAT_H */

@@ -1,0 +1,219 @@
+/*
+ * threads.c - per-thread tracing state, the chunk pool, and the hand-off of chunks to the writer.
+ *
+ * Everything here is slow path: it runs once per thread, once per full chunk (thousands of
+ * events), or on the writer thread. Hooks reach it through ftr_call_saving(), so it may use libc.
+ *
+ * One mutex (reg_lock) guards the thread registry, the pool's free list and the full queue. A
+ * chunk is owned by its thread until it is queued as full; the writer may read the records of a
+ * thread's current chunk up to the thread's write position (partial flush), taking only
+ * records whose head is non-zero (filled).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "tracer.h"
+
+__thread struct ftr_tls ftr_tls __attribute__((tls_model("initial-exec")));
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cond = PTHREAD_COND_INITIALIZER;
+static struct ftr_thread *threads;            /* registry */
+static struct ftr_chunk *free_chunks;         /* pool */
+static struct ftr_chunk *full_head, **full_tail = &full_head; /* FIFO to the writer */
+static size_t chunks_allocated;
+static pthread_key_t thread_key;
+
+#define POOL_MAX_BYTES (256u << 20) /* chunks beyond this wait for the writer */
+
+static size_t chunk_size(void) { return sizeof(struct ftr_chunk) + ftr_g.chunk_bytes; }
+
+/* Must hold reg_lock. Returns a zeroed chunk, or NULL when the pool is exhausted and the writer
+ * did not free one in time (the caller then loses events). */
+static struct ftr_chunk *chunk_get_locked(void)
+{
+    for (int tries = 0;; tries++) {
+        if (free_chunks) {
+            struct ftr_chunk *c = free_chunks;
+            free_chunks = c->next;
+            c->next = NULL;
+            return c;
+        }
+        if (chunks_allocated * chunk_size() < POOL_MAX_BYTES) {
+            struct ftr_chunk *c = mmap(NULL, chunk_size(), PROT_READ | PROT_WRITE,
+                                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (c == MAP_FAILED)
+                return NULL;
+            c->nrec = ftr_g.chunk_bytes / sizeof(struct ftr_rec);
+            chunks_allocated++;
+            return c;
+        }
+        if (tries == 20)
+            return NULL;
+        /* The writer is behind: wait for it rather than lose events. */
+        ftr_wake_writer();
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&pool_cond, &reg_lock, &ts);
+    }
+}
+
+static void set_window(struct ftr_tls *t, struct ftr_chunk *c)
+{
+    if (c) {
+        c->tid = t->thr->tid;
+        c->flushed = 0;
+        c->full = 0;
+        t->pos = c->rec;
+        t->end = c->rec + c->nrec;
+    } else {
+        t->pos = t->end = NULL; /* every reservation fails: events are counted as lost */
+    }
+    t->thr->cur = c;
+}
+
+/* Must hold reg_lock. */
+static void queue_full_locked(struct ftr_chunk *c)
+{
+    c->full = 1;
+    c->next = NULL;
+    *full_tail = c;
+    full_tail = &c->next;
+}
+
+static void thread_destructor(void *arg)
+{
+    struct ftr_thread *thr = arg;
+    struct ftr_tls *t = &ftr_tls;
+    if (t->thr != thr)
+        return;
+    t->in_slow = 1;
+    t->state = FTR_T_OFF;
+    pthread_mutex_lock(&reg_lock);
+    if (thr->cur)
+        queue_full_locked(thr->cur);
+    thr->cur = NULL;
+    thr->ended = 1;
+    t->pos = t->end = NULL;
+    pthread_mutex_unlock(&reg_lock);
+    /* No hooked frame of this thread can return any more: its start routine has returned or
+     * it is inside pthread_exit; hooks from later destructors see FTR_T_OFF. */
+    munmap(t->shadow_base, (size_t)((char *)t->shadow_end - (char *)t->shadow_base));
+    t->shadow_base = t->shadow_end = t->top = NULL;
+    ftr_wake_writer();
+}
+
+void ftr_thread_init_slow(void *unused)
+{
+    (void)unused;
+    struct ftr_tls *t = &ftr_tls;
+    if (t->state != FTR_T_NEW || !ftr_g.ready)
+        return;
+    t->in_slow = 1;
+    t->state = FTR_T_OFF; /* until everything below succeeded */
+
+    struct ftr_thread *thr = calloc(1, sizeof *thr);
+    size_t shadow_bytes = ftr_g.shadow_entries * sizeof(struct ftr_shadow);
+    void *shadow = mmap(NULL, shadow_bytes, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (!thr || shadow == MAP_FAILED) {
+        free(thr);
+        if (shadow != MAP_FAILED)
+            munmap(shadow, shadow_bytes);
+        t->in_slow = 0;
+        return;
+    }
+    thr->tid = (uint32_t)syscall(SYS_gettid);
+    thr->tls = t;
+    pthread_getname_np(pthread_self(), thr->name, sizeof thr->name);
+    t->thr = thr;
+    t->shadow_base = t->top = shadow;
+    t->shadow_end = t->shadow_base + ftr_g.shadow_entries;
+
+    pthread_mutex_lock(&reg_lock);
+    set_window(t, chunk_get_locked());
+    thr->next = threads;
+    threads = thr;
+    pthread_mutex_unlock(&reg_lock);
+    pthread_setspecific(thread_key, thr);
+    t->state = FTR_T_ACTIVE;
+    t->in_slow = 0;
+}
+
+void ftr_chunk_full_slow(void *unused)
+{
+    (void)unused;
+    struct ftr_tls *t = &ftr_tls;
+    t->in_slow = 1;
+    pthread_mutex_lock(&reg_lock);
+    if (t->thr->cur)
+        queue_full_locked(t->thr->cur);
+    set_window(t, chunk_get_locked());
+    pthread_mutex_unlock(&reg_lock);
+    ftr_wake_writer();
+    t->in_slow = 0;
+}
+
+void ftr_thread_off(void)
+{
+    struct ftr_tls *t = &ftr_tls;
+    t->state = FTR_T_OFF;
+}
+
+int ftr_threads_init(void)
+{
+    return pthread_key_create(&thread_key, thread_destructor) == 0 ? 0 : -1;
+}
+
+struct ftr_chunk *ftr_take_full_chunks(void)
+{
+    pthread_mutex_lock(&reg_lock);
+    struct ftr_chunk *c = full_head;
+    full_head = NULL;
+    full_tail = &full_head;
+    pthread_mutex_unlock(&reg_lock);
+    return c;
+}
+
+void ftr_release_chunk(struct ftr_chunk *c)
+{
+    memset(c->rec, 0, c->nrec * sizeof c->rec[0]);
+    pthread_mutex_lock(&reg_lock);
+    c->next = free_chunks;
+    free_chunks = c;
+    pthread_cond_broadcast(&pool_cond);
+    pthread_mutex_unlock(&reg_lock);
+}
+
+void ftr_for_each_thread(void (*fn)(struct ftr_thread *, void *), void *arg)
+{
+    pthread_mutex_lock(&reg_lock);
+    for (struct ftr_thread *thr = threads; thr; thr = thr->next)
+        fn(thr, arg);
+    pthread_mutex_unlock(&reg_lock);
+}
+
+void ftr_reap_threads(void)
+{
+    pthread_mutex_lock(&reg_lock);
+    for (struct ftr_thread **p = &threads; *p;) {
+        struct ftr_thread *thr = *p;
+        if (thr->ended && !thr->cur) {
+            *p = thr->next;
+            free(thr);
+        } else {
+            p = &thr->next;
+        }
+    }
+    pthread_mutex_unlock(&reg_lock);
+}

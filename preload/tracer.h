@@ -1,0 +1,143 @@
+/*
+ * tracer.h - internal interfaces of libftrace.so. Shall only be used by modules within preload/.
+ *
+ *   tramp_x86_64.S  entry/return trampolines, the exported __fentry__/mcount, ftr_call_saving()
+ *   hooks.c         the hot path: entry and exit hooks (general registers only, no libc)
+ *   threads.c       per-thread state, the chunk pool, hand-off of full chunks to the writer
+ *   writer.c        the writer thread: encodes chunks (formats/) and appends them to the file
+ *   modules.c       finds the sites of every module, builds stubs, patches under stop-the-world
+ *   init.c          constructor/destructor, configuration, clocks, process end
+ */
+#ifndef FTR_TRACER_H
+#define FTR_TRACER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ftr_format.h"
+
+#define FTR_HIDDEN __attribute__((visibility("hidden")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* ---- per-thread state: one initial-exec TLS block, touched by every hook ---- */
+struct ftr_shadow {
+    uintptr_t ret;  /* the caller's real return address */
+    uintptr_t slot; /* where it was on the stack (to resynchronise after longjmp & co) */
+    uint32_t site;
+    uint32_t pad;
+};
+
+enum ftr_tstate {
+    FTR_T_NEW = 0,  /* no hook has run in this thread yet */
+    FTR_T_ACTIVE,   /* recording */
+    FTR_T_OFF,      /* never records: the writer thread, a thread past its end, a failed init */
+};
+
+struct ftr_chunk;
+struct ftr_thread;
+
+struct ftr_tls {
+    struct ftr_rec *pos;            /* next free record in the current chunk */
+    struct ftr_rec *end;            /* end of the current chunk */
+    struct ftr_shadow *top;         /* next free shadow entry */
+    struct ftr_shadow *shadow_base; /* shadow stack bounds */
+    struct ftr_shadow *shadow_end;
+    uint32_t state;                 /* enum ftr_tstate */
+    uint32_t in_slow;               /* inside the slow path: nested hooks do not record */
+    struct ftr_thread *thr;         /* registry entry (threads.c) */
+    uint64_t overruns;              /* calls not hooked because the shadow stack was full */
+    uint64_t lost;                  /* events dropped (nested in the slow path, no chunk) */
+};
+extern __thread struct ftr_tls ftr_tls __attribute__((tls_model("initial-exec"))) FTR_HIDDEN;
+
+/* ---- process-wide state ---- */
+struct ftr_global {
+    atomic_int recording;   /* hooks record events (else they keep only the shadow stack) */
+    int quiet;
+    int ready;              /* constructor finished setting up */
+    char output[4096];
+    int fd;                 /* the trace file */
+    uint32_t pid;
+    uint64_t session;
+    uint64_t start_tsc, start_ns;
+    size_t chunk_bytes;     /* bytes of records per chunk */
+    size_t shadow_entries;
+    int zstd_level;
+    unsigned flush_ms;
+    int stw_signal;
+    /* counters for the END chunk and the summary line */
+    uint64_t sites, patched, skipped;
+};
+extern struct ftr_global ftr_g FTR_HIDDEN;
+
+/* tramp_x86_64.S */
+void ftr_tramp_fentry(void) FTR_HIDDEN; /* reached from stubs of sites before the prologue */
+void ftr_tramp_mcount(void) FTR_HIDDEN; /* reached from stubs of sites after the prologue */
+void ftr_tramp_return(void) FTR_HIDDEN; /* hooked return addresses point here */
+/* Calls fn(arg) with every vector/x87 register saved (xsave): lets general-register-only code
+ * call into libc. */
+void ftr_call_saving(void (*fn)(void *), void *arg) FTR_HIDDEN;
+extern uint32_t ftr_xsave_size FTR_HIDDEN; /* set by ftr_xsave_init() */
+void ftr_xsave_init(void) FTR_HIDDEN;
+
+/* hooks.c (called from the trampolines) */
+void ftr_hook_entry(uint32_t site, uintptr_t *slot) FTR_HIDDEN;
+uintptr_t ftr_hook_exit(uintptr_t sp) FTR_HIDDEN;
+static inline uint64_t ftr_rdtsc(void)
+{
+    uint32_t lo, hi;
+    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+    return (uint64_t)hi << 32 | lo;
+}
+
+/* threads.c: everything here runs on the slow path (libc allowed, via ftr_call_saving when
+ * called from a hook). */
+struct ftr_chunk {
+    struct ftr_chunk *next;
+    uint32_t tid;            /* owner thread */
+    size_t flushed;          /* records already handed to the encoder (writer-owned) */
+    size_t nrec;             /* capacity in records */
+    int full;                /* handed off: the owner writes no more into it */
+    struct ftr_rec rec[];    /* zeroed before (re)use: a zero head is an unfilled slot */
+};
+
+struct ftr_thread {
+    struct ftr_thread *next;  /* registry list */
+    uint32_t tid;
+    int ended;                /* the thread ended; the writer frees it after the last flush */
+    int start_written;
+    struct ftr_tls *tls;      /* that thread's TLS block (its address is valid process-wide) */
+    struct ftr_chunk *cur;    /* chunk being filled */
+    char name[16];
+};
+
+void ftr_thread_init_slow(void *unused) FTR_HIDDEN;   /* first hook in a thread */
+void ftr_chunk_full_slow(void *unused) FTR_HIDDEN;    /* current chunk is full */
+void ftr_thread_off(void) FTR_HIDDEN;                 /* this thread stops recording */
+int ftr_threads_init(void) FTR_HIDDEN;
+/* writer side */
+struct ftr_chunk *ftr_take_full_chunks(void) FTR_HIDDEN;      /* FIFO list, may be NULL */
+void ftr_release_chunk(struct ftr_chunk *c) FTR_HIDDEN;       /* back to the pool, zeroed */
+void ftr_for_each_thread(void (*fn)(struct ftr_thread *, void *), void *arg) FTR_HIDDEN;
+void ftr_reap_threads(void) FTR_HIDDEN; /* frees ended threads whose chunks are all written */
+void ftr_wake_writer(void) FTR_HIDDEN;
+
+/* writer.c */
+int ftr_writer_start(char *err, size_t errlen) FTR_HIDDEN;
+void ftr_writer_stop(const struct ftr_end_info *end) FTR_HIDDEN; /* final flush, END chunk */
+void ftr_writer_add_meta(const struct ftr_buf *chunks) FTR_HIDDEN; /* pre-encoded chunks */
+extern uint32_t ftr_writer_tid FTR_HIDDEN;
+uint64_t ftr_writer_bytes(void) FTR_HIDDEN;
+uint64_t ftr_writer_events(void) FTR_HIDDEN;
+uint64_t ftr_writer_calls(void) FTR_HIDDEN;
+
+/* modules.c */
+int ftr_modules_patch_all(char *err, size_t errlen) FTR_HIDDEN;
+
+/* init.c */
+void ftr_msg(const char *fmt, ...) FTR_HIDDEN __attribute__((format(printf, 1, 2)));
+
+#endif /* FTR_TRACER_H */

@@ -1,0 +1,158 @@
+/*
+ * tramp_x86_64.S - the entry and return trampolines of libftrace.so (x86_64 System V).
+ *
+ * A patched site is `call stub` (5 bytes); the site's stub (patcher/x86_64_insn.c) does
+ * `push $site_index; jmp *common`, where common is ftr_tramp_fentry or ftr_tramp_mcount.
+ *
+ * Register contract of the entry trampolines: on entry the function has not started (fentry,
+ * patchable entry) or has only run `push %rbp; mov %rsp,%rbp` (mcount). Every register a
+ * function may receive an argument or static chain in must survive: rdi rsi rdx rcx r8 r9, rax
+ * (al = vector-register count of a varargs call), r10 (static chain), r11 (kept for symmetry).
+ * Vector, x87 and mxcsr state are not saved: hooks.c is compiled with -mgeneral-regs-only and
+ * reaches libc only through ftr_call_saving(), which xsaves everything. Flags are not live at a
+ * function's entry. The stack is realigned to 16 bytes for the C call.
+ *
+ * Return trampoline: entered by the function's `ret` (hooked return address). rax:rdx, xmm0/1
+ * and st0/st1 may hold the return value; rax and rdx are saved, the rest is not touched (same
+ * reason). The real return address comes back from ftr_hook_exit() and is jumped to through
+ * r11, which is dead at a function return.
+ */
+    .text
+
+#define GLOBAL_HIDDEN(name) .globl name; .hidden name; .type name, @function; name:
+#define GLOBAL_EXPORT(name) .globl name; .type name, @function; name:
+#define END(name) .size name, . - name
+
+/* Frame of an entry trampoline, relative to %rbp after `push %rbp; mov %rsp,%rbp`:
+ *     0(%rbp)  the rbp of the interrupted code
+ *     8(%rbp)  site index (pushed by the stub)
+ *    16(%rbp)  return address into the traced function (after its site)
+ *    24(%rbp)  fentry shape: the function's own return address (the slot we hook)
+ * mcount shape: the function already did push %rbp; mov %rsp,%rbp, so its return address
+ * is at 8(function's rbp) = 8(0(%rbp)). */
+.macro SAVE_ARGS
+    push %rbp
+    mov %rsp, %rbp
+    push %rax
+    push %rcx
+    push %rdx
+    push %rsi
+    push %rdi
+    push %r8
+    push %r9
+    push %r10
+    push %r11
+    and $-16, %rsp
+.endm
+
+.macro RESTORE_ARGS
+    lea -72(%rbp), %rsp
+    pop %r11
+    pop %r10
+    pop %r9
+    pop %r8
+    pop %rdi
+    pop %rsi
+    pop %rdx
+    pop %rcx
+    pop %rax
+    pop %rbp
+    add $8, %rsp /* drop the site index */
+.endm
+
+GLOBAL_HIDDEN(ftr_tramp_fentry)
+    .cfi_startproc
+    .cfi_adjust_cfa_offset 8 /* the site index */
+    SAVE_ARGS
+    mov 8(%rbp), %edi
+    lea 24(%rbp), %rsi
+    call ftr_hook_entry
+    RESTORE_ARGS
+    ret
+    .cfi_endproc
+END(ftr_tramp_fentry)
+
+GLOBAL_HIDDEN(ftr_tramp_mcount)
+    .cfi_startproc
+    .cfi_adjust_cfa_offset 8
+    SAVE_ARGS
+    mov 8(%rbp), %edi
+    mov 0(%rbp), %rsi
+    add $8, %rsi
+    call ftr_hook_entry
+    RESTORE_ARGS
+    ret
+    .cfi_endproc
+END(ftr_tramp_mcount)
+
+GLOBAL_HIDDEN(ftr_tramp_return)
+    /* rsp = the hooked slot + 8. Realigned anyway: hand-written callers need not align. */
+    push %rax
+    push %rdx
+    push %rbp
+    mov %rsp, %rbp
+    and $-16, %rsp
+    lea 24(%rbp), %rdi
+    call ftr_hook_exit
+    mov %rax, %r11
+    mov %rbp, %rsp
+    pop %rbp
+    pop %rdx
+    pop %rax
+    jmp *%r11
+END(ftr_tramp_return)
+
+/* void ftr_call_saving(void (*fn)(void *), void *arg): fn(arg) with all extended state saved. */
+GLOBAL_HIDDEN(ftr_call_saving)
+    .cfi_startproc
+    push %rbp
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %rbp, 0
+    mov %rsp, %rbp
+    .cfi_def_cfa_register %rbp
+    push %rbx
+    push %r12
+    mov %rdi, %r12                 /* fn */
+    mov %rsi, %rbx                 /* arg (rbx, r12 are callee-saved: survive the loop) */
+    mov ftr_xsave_size(%rip), %ecx
+    sub %rcx, %rsp
+    and $-64, %rsp
+    /* zero the xsave header (bytes 512..575): xrstor faults on a dirty one */
+    xor %eax, %eax
+    mov %rsp, %rdi
+    add $512, %rdi
+    mov $8, %ecx
+1:  mov %rax, (%rdi)
+    add $8, %rdi
+    dec %ecx
+    jnz 1b
+    mov $-1, %eax
+    mov $-1, %edx
+    xsave64 (%rsp)
+    mov %rbx, %rdi
+    call *%r12
+    mov $-1, %eax
+    mov $-1, %edx
+    xrstor64 (%rsp)
+    lea -16(%rbp), %rsp
+    pop %r12
+    pop %rbx
+    pop %rbp
+    .cfi_def_cfa %rsp, 8
+    ret
+    .cfi_endproc
+END(ftr_call_saving)
+
+/* The hook symbols the compiler's instrumentation calls. Sites we patched never reach these;
+ * sites we left alone (unknown shape, or before patching) call them and return at once. */
+GLOBAL_EXPORT(__fentry__)
+    ret
+END(__fentry__)
+GLOBAL_EXPORT(mcount)
+    ret
+END(mcount)
+GLOBAL_EXPORT(_mcount)
+    ret
+END(_mcount)
+
+    .section .note.GNU-stack, "", @progbits

@@ -1,0 +1,253 @@
+/*
+ * writer.c - the writer thread: turns chunks of hot-path records into compressed EVENTS chunks
+ * (formats/) and appends them, with the metadata chunks, to the trace file.
+ *
+ * It wakes when a chunk fills (ftr_wake_writer) and every flush period, when it also takes the
+ * filled part of every thread's current chunk, so that a killed process loses at most one
+ * period. It never traces (its thread state is FTR_T_OFF), blocks every signal, and owns the
+ * file descriptor: on a write error it stops writing, counts what it could not write, and the
+ * program carries on.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tracer.h"
+
+uint32_t ftr_writer_tid;
+
+static pthread_t writer_thread;
+static pthread_mutex_t w_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t w_cond = PTHREAD_COND_INITIALIZER;
+static int w_kick, w_stop, w_running;
+static struct ftr_buf w_meta;           /* pre-encoded metadata chunks waiting to be written */
+static const struct ftr_end_info *w_end; /* set by ftr_writer_stop */
+
+static struct ftr_enc *enc;
+static struct ftr_buf out;     /* encoded chunks waiting for write() */
+static struct ftr_rec *scratch; /* copy of a partial chunk, encoded outside reg_lock */
+static size_t scratch_n;
+static int write_failed;
+static uint64_t bytes_written, bytes_dropped;
+static _Atomic uint64_t events_total, calls_total;
+static int process_written;
+
+uint64_t ftr_writer_bytes(void) { return bytes_written; }
+uint64_t ftr_writer_events(void) { return events_total; }
+uint64_t ftr_writer_calls(void) { return calls_total; }
+int ftr_writer_failed(void) { return write_failed; }
+
+void ftr_wake_writer(void)
+{
+    pthread_mutex_lock(&w_lock);
+    w_kick = 1;
+    pthread_cond_signal(&w_cond);
+    pthread_mutex_unlock(&w_lock);
+}
+
+void ftr_writer_add_meta(const struct ftr_buf *chunks)
+{
+    pthread_mutex_lock(&w_lock);
+    ftr_buf_append(&w_meta, chunks->data, chunks->len);
+    w_kick = 1;
+    pthread_cond_signal(&w_cond);
+    pthread_mutex_unlock(&w_lock);
+}
+
+static void flush_out(void)
+{
+    size_t off = 0;
+    while (!write_failed && off < out.len) {
+        ssize_t n = write(ftr_g.fd, out.data + off, out.len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            write_failed = n < 0 ? errno : ENOSPC;
+            break;
+        }
+        off += (size_t)n;
+        bytes_written += (uint64_t)n;
+    }
+    bytes_dropped += out.len - off;
+    out.len = 0;
+}
+
+static void count(const struct ftr_rec *r, size_t n)
+{
+    uint64_t ev = 0, calls = 0;
+    for (size_t i = 0; i < n; i++) {
+        ev += r[i].head != 0;
+        calls += r[i].head != 0 && (r[i].head & 3) == FTR_EV_ENTRY;
+    }
+    events_total += ev;
+    calls_total += calls;
+}
+
+static void encode(uint32_t tid, const struct ftr_rec *r, size_t n)
+{
+    if (!n)
+        return;
+    count(r, n);
+    ftr_enc_events(enc, ftr_g.pid, tid, r, n, &out);
+}
+
+static void write_process_chunk(void)
+{
+    /* TSC frequency measured against CLOCK_MONOTONIC_RAW over the time since start: the longer
+     * the process has run when this is written, the better the figure. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    uint64_t now_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    uint64_t now_tsc = ftr_rdtsc();
+    extern uint64_t ftr_start_raw_ns;
+    extern struct ftr_process_info ftr_process;
+    double hz = (double)(now_tsc - ftr_g.start_tsc) * 1e9 / (double)(now_ns - ftr_start_raw_ns);
+    ftr_process.tsc_hz = (uint64_t)hz;
+    ftr_process.tsc_calibration = FTR_TSC_CAL_MEASURED;
+    ftr_enc_process(enc, &ftr_process, &out);
+    process_written = 1;
+}
+
+static void take_partial(struct ftr_thread *thr, void *arg)
+{
+    (void)arg;
+    struct ftr_chunk *c = thr->cur;
+    if (!c || thr->ended)
+        return;
+    struct ftr_rec *limit = __atomic_load_n(&thr->tls->pos, __ATOMIC_ACQUIRE);
+    struct ftr_rec *end = c->rec + c->nrec;
+    if (limit > end || limit < c->rec)
+        limit = end;
+    size_t i = c->flushed, n = 0;
+    while (c->rec + i < limit && __atomic_load_n(&c->rec[i].head, __ATOMIC_ACQUIRE) != 0) {
+        if (n == scratch_n)
+            break;
+        scratch[n++] = c->rec[i++];
+    }
+    c->flushed = i;
+    /* encoded right away: under reg_lock, but a partial flush is once per period */
+    encode(c->tid, scratch, n);
+}
+
+static void write_pending(int partial)
+{
+    pthread_mutex_lock(&w_lock);
+    if (w_meta.len) {
+        ftr_buf_append(&out, w_meta.data, w_meta.len);
+        w_meta.len = 0;
+    }
+    pthread_mutex_unlock(&w_lock);
+    for (struct ftr_chunk *c = ftr_take_full_chunks(), *next; c; c = next) {
+        next = c->next;
+        encode(c->tid, c->rec + c->flushed, c->nrec - c->flushed);
+        ftr_release_chunk(c);
+        if (out.len > (1u << 20))
+            flush_out();
+    }
+    if (partial)
+        ftr_for_each_thread(take_partial, NULL);
+    ftr_reap_threads();
+    flush_out();
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void *writer_main(void *arg)
+{
+    (void)arg;
+    ftr_thread_off();
+    ftr_writer_tid = (uint32_t)syscall(SYS_gettid);
+    uint64_t next_flush = mono_ms() + ftr_g.flush_ms;
+    for (;;) {
+        pthread_mutex_lock(&w_lock);
+        while (!w_kick && !w_stop) {
+            uint64_t now = mono_ms();
+            if (now >= next_flush)
+                break;
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            uint64_t wait_ns = (next_flush - now) * 1000000u + (uint64_t)ts.tv_nsec;
+            ts.tv_sec += (time_t)(wait_ns / 1000000000u);
+            ts.tv_nsec = (long)(wait_ns % 1000000000u);
+            pthread_cond_timedwait(&w_cond, &w_lock, &ts);
+        }
+        int stop = w_stop;
+        w_kick = 0;
+        pthread_mutex_unlock(&w_lock);
+
+        uint64_t now = mono_ms();
+        int partial = stop || now >= next_flush;
+        if (partial)
+            next_flush = now + ftr_g.flush_ms;
+        if (!process_written && (partial || stop))
+            write_process_chunk();
+        write_pending(partial);
+        if (stop)
+            break;
+    }
+    /* Final: the threads still running keep recording into their chunks until exit; take what
+     * they have filled once more, then the END chunk. */
+    write_pending(1);
+    struct ftr_end_info end = *w_end;
+    end.events = events_total;
+    end.calls = calls_total;
+    ftr_enc_end(enc, ftr_g.pid, &end, &out);
+    flush_out();
+    return NULL;
+}
+
+int ftr_writer_start(char *err, size_t errlen)
+{
+    enc = ftr_enc_new(ftr_g.zstd_level);
+    scratch_n = ftr_g.chunk_bytes / sizeof(struct ftr_rec);
+    scratch = malloc(scratch_n * sizeof *scratch);
+    if (!enc || !scratch) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (ftr_enc_file_header(&out) != FTR_OK) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    flush_out();
+    if (write_failed) {
+        snprintf(err, errlen, "cannot write %s: %s", ftr_g.output, strerror(write_failed));
+        return -1;
+    }
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&writer_thread, NULL, writer_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc) {
+        snprintf(err, errlen, "cannot start the writer thread: %s", strerror(rc));
+        return -1;
+    }
+    w_running = 1;
+    return 0;
+}
+
+void ftr_writer_stop(const struct ftr_end_info *end)
+{
+    if (!w_running)
+        return;
+    pthread_mutex_lock(&w_lock);
+    w_end = end;
+    w_stop = 1;
+    pthread_cond_signal(&w_cond);
+    pthread_mutex_unlock(&w_lock);
+    pthread_join(writer_thread, NULL);
+    w_running = 0;
+}
+
+uint64_t ftr_writer_dropped(void) { return bytes_dropped; }

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what ftrace-run needs to build and test on Debian 12 (run as root; skips what is
+# already there).
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libelf-dev libdw-dev libzstd-dev libcriterion-dev
+      python3 clang)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

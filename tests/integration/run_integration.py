@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""End-to-end tests: build test programs with one instrumentation flag set, run them untraced
+and under ftrace-run, and check that
+
+  * stdout, stderr and the exit status are unchanged (ftrace-run -q adds nothing to stderr),
+  * the call tree printed by ftrace-report is exactly what the program does: for every thread,
+    the number of calls of each call path (folded stack), the nesting, the thread count,
+  * ftrace-report --chrome emits valid JSON with balanced B/E events per thread.
+
+usage: run_integration.py --bin DIR --flagset NAME [--opt O0|O2|both] [--keep]
+"""
+import argparse
+import collections
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGS = os.path.join(HERE, "progs")
+
+# name -> (compiler, flags, link flags). gcc rejects -mnop-mcount with PIE.
+FLAGSETS = {
+    "gcc-pgfentry": ("gcc", "-pg -mfentry", ""),
+    "gcc-pg": ("gcc", "-pg", ""),
+    "gcc-pgfentry-nopie": ("gcc", "-pg -mfentry -fno-pie", "-no-pie"),
+    "gcc-nop": ("gcc", "-pg -mfentry -mnop-mcount -mrecord-mcount -fno-pie", "-no-pie"),
+    "gcc-pfe5": ("gcc", "-fpatchable-function-entry=5", ""),
+    "clang-pg": ("clang", "-pg", ""),
+    "clang-pgfentry": ("clang", "-pg -mfentry", ""),
+    "clang-pfe5": ("clang", "-fpatchable-function-entry=5", ""),
+}
+
+
+def expect_tree(n):
+    # one thread: folded stack -> calls
+    return [{"main": 1, "main;top": 1, "main;top;mid": n, "main;top;mid;leaf": 2 * n,
+             "main;leaf": 1}]
+
+
+def expect_threads():
+    trees = [{"main": 1}]
+    for i in range(4):
+        trees.append({"worker": 1, "worker;work": 1, "worker;work;leaf": 1000 * (i + 1)})
+    return trees
+
+
+# program -> (source, args, expected per-thread trees (order-free), extra link flags)
+CASES = {
+    "tree": ("tree.c", ["7"], expect_tree(7), ""),
+    "threads": ("threads.c", [], expect_threads(), "-pthread"),
+}
+
+LINE = re.compile(r"^\s*(\d+)\) ([^|]*)\|  ( *)(.*)$")
+
+
+def parse_graph(text):
+    """Graph text -> {tid: Counter(folded stack -> calls)}; checks nesting as it goes."""
+    stacks = collections.defaultdict(list)
+    folded = collections.defaultdict(collections.Counter)
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        m = LINE.match(line)
+        if not m:
+            raise AssertionError("unparsable graph line: %r" % line)
+        tid, _dur, indent, body = int(m.group(1)), m.group(2), m.group(3), m.group(4)
+        depth = len(indent) // 2
+        st = stacks[tid]
+        if body.startswith("/*"):
+            continue  # a comment line (lost events and the like)
+        if depth != len(st) - (1 if body.startswith("}") else 0):
+            raise AssertionError("tid %d: depth %d but %d open: %r" % (tid, depth, len(st), line))
+        if body.endswith("();"):
+            folded[tid][";".join(st + [body[:-3]])] += 1
+        elif body.endswith("() {"):
+            st.append(body[:-4])
+            folded[tid][";".join(st)] += 1
+        elif body.startswith("} /* "):
+            name = body[5:].split(" ")[0]
+            if not st or st[-1] != name:
+                raise AssertionError("tid %d: closing %s but open is %s" % (tid, name, st))
+            st.pop()
+        else:
+            raise AssertionError("unknown graph line: %r" % line)
+    for tid, st in stacks.items():
+        if st:
+            raise AssertionError("tid %d: calls left open at the end: %s" % (tid, st))
+    return folded
+
+
+def same_trees(got, want):
+    got = sorted((sorted(c.items()) for c in got.values()))
+    want = sorted((sorted(c.items()) for c in want))
+    return got == want
+
+
+def run(cmd, cwd, **kw):
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120, **kw)
+
+
+def check_chrome(text):
+    doc = json.loads(text)
+    depth = collections.Counter()
+    for ev in doc["traceEvents"]:
+        if ev["ph"] == "B":
+            depth[(ev["pid"], ev["tid"])] += 1
+        elif ev["ph"] == "E":
+            depth[(ev["pid"], ev["tid"])] -= 1
+            assert depth[(ev["pid"], ev["tid"])] >= 0, "E without B"
+    assert all(v == 0 for v in depth.values()), "unbalanced B/E: %s" % depth
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, help="directory with ftrace-run and ftrace-report")
+    ap.add_argument("--flagset", required=True, choices=sorted(FLAGSETS))
+    ap.add_argument("--opt", default="both", choices=["O0", "O2", "both"])
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    a = ap.parse_args()
+
+    cc, cflags, ldflags = FLAGSETS[a.flagset]
+    if not shutil.which(cc):
+        print("SKIP: %s not installed" % cc)
+        return 0
+    a.bin = os.path.abspath(a.bin)
+    run_bin = os.path.join(a.bin, "ftrace-run")
+    report_bin = os.path.join(a.bin, "ftrace-report")
+    work = tempfile.mkdtemp(prefix="ftr-it-")
+    opts = ["O0", "O2"] if a.opt == "both" else [a.opt]
+    passed = failed = 0
+    for opt in opts:
+        for name, (src, args, want, libs) in sorted(CASES.items()):
+            tag = "%s/%s/%s" % (a.flagset, opt, name)
+            exe = os.path.join(work, "%s-%s" % (name, opt))
+            cmd = ("%s -%s -g -fno-omit-frame-pointer %s -o %s %s %s %s"
+                   % (cc, opt, cflags, exe, os.path.join(PROGS, src), ldflags, libs))
+            r = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+            if r.returncode:
+                print("FAIL %s: build: %s\n%s" % (tag, cmd, r.stderr))
+                failed += 1
+                continue
+            try:
+                base = run([exe] + args, work)
+                trace = os.path.join(work, "%s-%s.ftr" % (name, opt))
+                traced = run([run_bin, "-q", "-o", trace, exe] + args, work)
+                assert traced.stdout == base.stdout, "stdout differs: %r vs %r" % (
+                    traced.stdout, base.stdout)
+                assert traced.returncode == base.returncode, "exit status %d, untraced %d" % (
+                    traced.returncode, base.returncode)
+                assert traced.stderr == base.stderr, "stderr differs: %r vs %r" % (
+                    traced.stderr, base.stderr)
+                rep = run([report_bin, trace], work)
+                assert rep.returncode == 0, "ftrace-report failed: %s" % rep.stderr
+                got = parse_graph(rep.stdout)
+                assert same_trees(got, want), "call trees differ:\n got %s\nwant %s\n%s" % (
+                    dict(got), want, rep.stdout[:3000])
+                hdr = rep.stdout.splitlines()[0]
+                assert "pid" in hdr and "calls" in hdr, "header line: %r" % hdr
+                ch = run([report_bin, "--chrome", trace], work)
+                assert ch.returncode == 0, "ftrace-report --chrome failed: %s" % ch.stderr
+                check_chrome(ch.stdout)
+                print("ok   %s" % tag)
+                passed += 1
+            except (AssertionError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
+                print("FAIL %s: %s" % (tag, e))
+                failed += 1
+    if not a.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        print("work directory kept: %s" % work)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
