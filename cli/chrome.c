@@ -36,18 +36,24 @@ void frp_json_escape(struct frp_out *o, const char *s, size_t n)
     size_t start = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (__builtin_expect(c >= 0x20 && c != '"' && c != '\\', 1))
-            continue;
+        if (__builtin_expect(c >= 0x20 && c != '"' && c != '\\', 1)) continue;
         frp_out_write(o, s + start, i - start);
         start = i + 1;
         char e[6] = {'\\', (char)c, 0, 0, 0, 0};
         size_t len = 2;
         switch (c) {
         case '"':
-        case '\\': break;
-        case '\n': e[1] = 'n'; break;
-        case '\t': e[1] = 't'; break;
-        case '\r': e[1] = 'r'; break;
+        case '\\':
+            break;
+        case '\n':
+            e[1] = 'n';
+            break;
+        case '\t':
+            e[1] = 't';
+            break;
+        case '\r':
+            e[1] = 'r';
+            break;
         default:
             memcpy(e + 1, "u00", 3);
             e[4] = hex[c >> 4];
@@ -63,8 +69,7 @@ void frp_json_escape(struct frp_out *o, const char *s, size_t n)
 struct frp_chrome *frp_chrome_new(FILE *out, uint64_t base_tsc)
 {
     struct frp_chrome *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
+    if (!c) return NULL;
     if (frp_out_init(&c->out, out, OUT_BUF)) {
         free(c);
         return NULL;
@@ -76,8 +81,7 @@ struct frp_chrome *frp_chrome_new(FILE *out, uint64_t base_tsc)
 
 void frp_chrome_free(struct frp_chrome *c)
 {
-    if (!c)
-        return;
+    if (!c) return;
     for (uint32_t i = 0; i < c->nts; i++)
         free(c->ts[i].st.f);
     free(c->ts);
@@ -100,12 +104,14 @@ int frp_chrome_finish(struct frp_chrome *c)
     return 0;
 }
 
-const struct frp_stats *frp_chrome_stats(const struct frp_chrome *c) { return &c->stats; }
+const struct frp_stats *frp_chrome_stats(const struct frp_chrome *c)
+{
+    return &c->stats;
+}
 
 static inline void sep(struct frp_chrome *c)
 {
-    if (__builtin_expect(c->nevents++ != 0, 1))
-        frp_out_lit(&c->out, ",\n");
+    if (__builtin_expect(c->nevents++ != 0, 1)) frp_out_lit(&c->out, ",\n");
 }
 
 static void meta(struct frp_chrome *c, const char *what, uint32_t pid, uint32_t tid,
@@ -124,8 +130,7 @@ static void meta(struct frp_chrome *c, const char *what, uint32_t pid, uint32_t 
 void frp_chrome_process(struct frp_chrome *c, const struct frp_process *p)
 {
     char tmp[32];
-    if (!p->has_info)
-        snprintf(tmp, sizeof tmp, "pid %u", p->pid);
+    if (!p->has_info) snprintf(tmp, sizeof tmp, "pid %u", p->pid);
     meta(c, "process_name", p->pid, p->pid, p->has_info ? p->cmdline : tmp);
 }
 
@@ -147,16 +152,15 @@ static struct cthread *cstate(struct frp_chrome *c, const struct frp_thread *t)
         while (n <= t->idx)
             n *= 2;
         struct cthread *ts = realloc(c->ts, (size_t)n * sizeof *ts);
-        if (!ts)
-            return NULL;
+        if (!ts) return NULL;
         memset(ts + c->nts, 0, (size_t)(n - c->nts) * sizeof *ts);
         c->ts = ts;
         c->nts = n;
     }
     struct cthread *ct = &c->ts[t->idx];
     if (__builtin_expect(!ct->plen, 0))
-        ct->plen = (uint8_t)snprintf(ct->prefix, sizeof ct->prefix, "\"pid\":%u,\"tid\":%u,\"ts\":",
-                                     t->proc->pid, t->tid);
+        ct->plen = (uint8_t)snprintf(ct->prefix, sizeof ct->prefix,
+                                     "\"pid\":%u,\"tid\":%u,\"ts\":", t->proc->pid, t->tid);
     return ct;
 }
 
@@ -192,16 +196,14 @@ void frp_chrome_event(struct frp_chrome *c, const struct frp_item *it)
 {
     const struct ftr_event *ev = &it->ev;
     struct cthread *ct = cstate(c, it->thread);
-    if (__builtin_expect(!ct, 0))
-        return;
+    if (__builtin_expect(!ct, 0)) return;
     double npt = it->thread->proc->ns_per_tick;
     c->stats.events++;
 
     switch (ev->kind) {
     case FTR_EV_ENTRY: {
         struct frp_frame *f = frp_stack_push(&ct->st);
-        if (!f)
-            return; /* out of memory: an unmatched B would nest everything after it */
+        if (!f) return; /* out of memory: an unmatched B would nest everything after it */
         *f = (struct frp_frame){it->name, ev->site, ev->tsc};
         ev_head(c, ct, 'B', ev->tsc, npt);
         name_tail(c, it->name, "\"}", 2);
@@ -214,8 +216,7 @@ void frp_chrome_event(struct frp_chrome *c, const struct frp_item *it)
             break;
         }
         const struct frp_frame *f = &ct->st.f[--ct->st.depth];
-        if (f->site != ev->site)
-            c->stats.mismatched++;
+        if (f->site != ev->site) c->stats.mismatched++;
         ev_head(c, ct, 'E', ev->tsc, npt);
         if (ev->kind == FTR_EV_EXIT)
             name_tail(c, f->name, "\"}", 2);
@@ -235,8 +236,12 @@ void frp_chrome_event(struct frp_chrome *c, const struct frp_item *it)
             n = snprintf(tmp, sizeof tmp, "%llu calls not traced (call stack too deep)",
                          (unsigned long long)ev->arg);
             break;
-        case FTR_SP_TRACE_ON: n = snprintf(tmp, sizeof tmp, "tracing on"); break;
-        case FTR_SP_TRACE_OFF: n = snprintf(tmp, sizeof tmp, "tracing off"); break;
+        case FTR_SP_TRACE_ON:
+            n = snprintf(tmp, sizeof tmp, "tracing on");
+            break;
+        case FTR_SP_TRACE_OFF:
+            n = snprintf(tmp, sizeof tmp, "tracing off");
+            break;
         default:
             n = snprintf(tmp, sizeof tmp, "special event %u (%llu)", (unsigned)ev->site,
                          (unsigned long long)ev->arg);
@@ -257,14 +262,11 @@ void frp_chrome_event(struct frp_chrome *c, const struct frp_item *it)
 int frp_render_chrome(struct frp_report *r, FILE *out, struct frp_stats *st)
 {
     struct frp_chrome *c = frp_chrome_new(out, r->base_tsc);
-    if (!c)
-        return FTR_E_NOMEM;
+    if (!c) return FTR_E_NOMEM;
     for (uint32_t i = 0; i < r->nprocs; i++)
-        if (r->order[i]->selected)
-            frp_chrome_process(c, r->order[i]);
+        if (r->order[i]->selected) frp_chrome_process(c, r->order[i]);
     for (uint32_t i = 0; i < r->nthreads; i++)
-        if (r->threads[i]->selected)
-            frp_chrome_thread(c, r->threads[i]);
+        if (r->threads[i]->selected) frp_chrome_thread(c, r->threads[i]);
     struct frp_merge *m;
     int rc = frp_merge_open(r, NULL, &m);
     if (rc == FTR_OK) {
@@ -273,8 +275,7 @@ int frp_render_chrome(struct frp_report *r, FILE *out, struct frp_stats *st)
         while ((n = frp_merge_next(m, &it)) == 1)
             frp_chrome_event(c, &it);
         frp_merge_close(m);
-        if (n < 0)
-            rc = -n;
+        if (n < 0) rc = -n;
     }
     int e = errno;
     if (frp_chrome_finish(c) && rc == FTR_OK) {
@@ -282,8 +283,7 @@ int frp_render_chrome(struct frp_report *r, FILE *out, struct frp_stats *st)
         rc = FTR_E_IO;
         c->stats.write_errno = e;
     }
-    if (st)
-        *st = c->stats;
+    if (st) *st = c->stats;
     frp_chrome_free(c);
     errno = e;
     return rc;

@@ -7,10 +7,13 @@
 #include "report.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define PROG "ftrace-report"
 
@@ -54,16 +57,13 @@ static int usage_error(const char *fmt, const char *what)
 
 static int parse_id(const char *s, const char *end, uint32_t *out)
 {
-    if (s == end || end - s > 10)
-        return -1;
+    if (s == end || end - s > 10) return -1;
     uint64_t v = 0;
     for (const char *p = s; p < end; p++) {
-        if (*p < '0' || *p > '9')
-            return -1;
+        if (*p < '0' || *p > '9') return -1;
         v = v * 10 + (uint64_t)(*p - '0');
     }
-    if (v == 0 || v > UINT32_MAX)
-        return -1;
+    if (v == 0 || v > UINT32_MAX) return -1;
     *out = (uint32_t)v;
     return 0;
 }
@@ -75,15 +75,12 @@ static long parse_tids(const char *s, uint32_t **tids, size_t *ntids)
         const char *comma = strchr(s, ',');
         const char *end = comma ? comma : s + strlen(s);
         uint32_t v;
-        if (parse_id(s, end, &v))
-            return -1;
+        if (parse_id(s, end, &v)) return -1;
         uint32_t *t = realloc(*tids, (*ntids + 1) * sizeof *t);
-        if (!t)
-            return -1;
+        if (!t) return -1;
         *tids = t;
         t[(*ntids)++] = v;
-        if (!comma)
-            return (long)*ntids;
+        if (!comma) return (long)*ntids;
         s = comma + 1;
     }
 }
@@ -128,6 +125,40 @@ static int check_tids(struct frp_report *r, const char *path, long pid, const ui
     return found_any;
 }
 
+/* The report reads the file twice (tables, then events): a pipe is first copied to an unlinked
+ * temporary file, read through /proc/self/fd. @return the fd (kept open), or -1 with errno. */
+static int spool(const char *path, char *proc_path, size_t n)
+{
+    const char *dir = getenv("TMPDIR");
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s/ftrace-report-XXXXXX", dir && *dir ? dir : "/tmp");
+    int in = open(path, O_RDONLY | O_CLOEXEC);
+    if (in < 0) return -1;
+    int out = mkstemp(tmp);
+    if (out < 0) {
+        int e = errno;
+        close(in);
+        errno = e;
+        return -1;
+    }
+    unlink(tmp);
+    static char buf[1 << 16];
+    ssize_t got;
+    while ((got = read(in, buf, sizeof buf)) != 0) {
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0 || write(out, buf, (size_t)got) != got) {
+            int e = errno ? errno : EIO;
+            close(in);
+            close(out);
+            errno = e;
+            return -1;
+        }
+    }
+    close(in);
+    snprintf(proc_path, n, "/proc/self/fd/%d", out);
+    return out;
+}
+
 int main(int argc, char **argv)
 {
     int chrome = 0;
@@ -139,7 +170,9 @@ int main(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
         switch (c) {
-        case OPT_CHROME: chrome = 1; break;
+        case OPT_CHROME:
+            chrome = 1;
+            break;
         case OPT_TID:
             if (parse_tids(optarg, &tids, &ntids) < 0) {
                 free(tids);
@@ -159,7 +192,9 @@ int main(int argc, char **argv)
             usage();
             free(tids);
             return 0;
-        default: free(tids); return bad_option(argv, c);
+        default:
+            free(tids);
+            return bad_option(argv, c);
         }
     }
     if (argc - optind > 1) {
@@ -169,14 +204,22 @@ int main(int argc, char **argv)
     const char *path = optind < argc ? argv[optind] : "ftrace.ftr";
 
     struct frp_report *r;
-    int rc = frp_report_open(path, &r);
+    struct stat sb;
+    char spooled[64];
+    const char *open_path = path;
+    int spool_fd = -1, rc = FTR_OK;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) {
+        if ((spool_fd = spool(path, spooled, sizeof spooled)) < 0) rc = FTR_E_IO;
+        open_path = spooled;
+    }
+    if (rc == FTR_OK) rc = frp_report_open(open_path, &r);
     if (rc) {
         const char *why = rc == FTR_E_IO ? strerror(errno) : ftr_strerror(rc);
-        const char *more = rc == FTR_E_CORRUPT || rc == FTR_E_TRUNCATED ? " (nothing readable)"
-                           : rc == FTR_E_EMPTY ? " (no data)"
-                                               : "";
+        const char *more =
+            rc == FTR_E_CORRUPT || rc == FTR_E_TRUNCATED ? " (nothing readable)" : "";
         fprintf(stderr, PROG ": %s: %s%s\n", path, why, more);
         free(tids);
+        if (spool_fd >= 0) close(spool_fd);
         return 1;
     }
     int status = 0;
@@ -191,6 +234,7 @@ int main(int argc, char **argv)
     free(tids);
     if (status) {
         frp_report_close(r);
+        if (spool_fd >= 0) close(spool_fd);
         return status;
     }
 
@@ -207,8 +251,8 @@ int main(int argc, char **argv)
         status = 1;
     }
     char note[512];
-    if (frp_report_note(r, &st, note, sizeof note))
-        fprintf(stderr, PROG ": %s\n", note);
+    if (frp_report_note(r, &st, note, sizeof note)) fprintf(stderr, PROG ": %s\n", note);
     frp_report_close(r);
+    if (spool_fd >= 0) close(spool_fd);
     return status;
 }

@@ -8,10 +8,14 @@
  *
  * Each thread keeps its own call stack; lines of different threads interleave in time order.
  * An entry immediately followed by its own exit in its thread is printed as one leaf line.
+ *
+ * Also here: the one-line note on damage, and the helpers both views use (buffered output,
+ * number and duration formatting, call stacks, printable names).
  */
 #include "report.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,8 +40,7 @@ struct frp_graph {
 struct frp_graph *frp_graph_new(FILE *out)
 {
     struct frp_graph *g = calloc(1, sizeof *g);
-    if (!g)
-        return NULL;
+    if (!g) return NULL;
     if (frp_out_init(&g->out, out, OUT_BUF)) {
         free(g);
         return NULL;
@@ -47,8 +50,7 @@ struct frp_graph *frp_graph_new(FILE *out)
 
 void frp_graph_free(struct frp_graph *g)
 {
-    if (!g)
-        return;
+    if (!g) return;
     for (uint32_t i = 0; i < g->nts; i++)
         free(g->ts[i].st.f);
     free(g->ts);
@@ -70,14 +72,16 @@ int frp_graph_finish(struct frp_graph *g)
     return 0;
 }
 
-const struct frp_stats *frp_graph_stats(const struct frp_graph *g) { return &g->stats; }
+const struct frp_stats *frp_graph_stats(const struct frp_graph *g)
+{
+    return &g->stats;
+}
 
 void frp_graph_header(struct frp_graph *g, const struct frp_process *p)
 {
     char line[160];
     struct frp_out *o = &g->out;
-    if (g->sections++)
-        frp_out_lit(o, "\n");
+    if (g->sections++) frp_out_lit(o, "\n");
     frp_out_lit(o, "# ftrace-run: ");
     frp_out_write(o, p->cmdline, strlen(p->cmdline));
     int n = snprintf(line, sizeof line, "  pid %u  %u thread%s", p->pid, p->nthreads,
@@ -89,8 +93,7 @@ void frp_graph_header(struct frp_graph *g, const struct frp_process *p)
     else
         n = snprintf(line, sizeof line, "  (no end record)");
     frp_out_write(o, line, (size_t)n);
-    if (p->clock_guessed)
-        frp_out_lit(o, "  (clock rate unknown: durations are in ticks)");
+    if (p->clock_guessed) frp_out_lit(o, "  (clock rate unknown: durations are in ticks)");
     frp_out_lit(o, "\n#  TID      DURATION          FUNCTION CALLS\n"
                    "#  |        |   |             |   |   |   |\n");
 }
@@ -102,8 +105,7 @@ static struct gthread *gstate(struct frp_graph *g, const struct frp_thread *t)
         while (n <= t->idx)
             n *= 2;
         struct gthread *ts = realloc(g->ts, (size_t)n * sizeof *ts);
-        if (!ts)
-            return NULL;
+        if (!ts) return NULL;
         memset(ts + g->nts, 0, (size_t)(n - g->nts) * sizeof *ts);
         g->ts = ts;
         g->nts = n;
@@ -125,8 +127,8 @@ static const char spaces[256] = {[0 ... 255] = ' '};
 
 /* Starts a line: "  TID)", the duration column (blanks when !has_ns) and the indentation
  * of depth, in one go while the indentation is not huge. */
-static inline void line_start(struct frp_out *o, const struct gthread *gt, int has_ns,
-                              uint64_t ns, uint32_t depth)
+static inline void line_start(struct frp_out *o, const struct gthread *gt, int has_ns, uint64_t ns,
+                              uint32_t depth)
 {
     size_t ind = 2 + 2 * (size_t)depth;
     char *p = frp_out_room(o, sizeof gt->prefix + FRP_DURATION_MAX + sizeof spaces);
@@ -162,8 +164,12 @@ static void special(struct frp_graph *g, struct gthread *gt, const struct ftr_ev
         n = snprintf(tmp, sizeof tmp, "/* %llu call%s not traced: call stack too deep */\n",
                      (unsigned long long)ev->arg, ev->arg == 1 ? "" : "s");
         break;
-    case FTR_SP_TRACE_ON: n = snprintf(tmp, sizeof tmp, "/* tracing on */\n"); break;
-    case FTR_SP_TRACE_OFF: n = snprintf(tmp, sizeof tmp, "/* tracing off */\n"); break;
+    case FTR_SP_TRACE_ON:
+        n = snprintf(tmp, sizeof tmp, "/* tracing on */\n");
+        break;
+    case FTR_SP_TRACE_OFF:
+        n = snprintf(tmp, sizeof tmp, "/* tracing off */\n");
+        break;
     default:
         n = snprintf(tmp, sizeof tmp, "/* special event %u (%llu) */\n", (unsigned)ev->site,
                      (unsigned long long)ev->arg);
@@ -178,8 +184,7 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
     struct frp_out *o = &g->out;
     const struct ftr_event *ev = &it->ev;
     struct gthread *gt = gstate(g, it->thread);
-    if (__builtin_expect(!gt, 0))
-        return;
+    if (__builtin_expect(!gt, 0)) return;
     double npt = it->thread->proc->ns_per_tick;
     g->stats.events++;
 
@@ -187,8 +192,7 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
     case FTR_EV_ENTRY: {
         const struct ftr_event *nx = it->next;
         if (nx && nx->kind == FTR_EV_EXIT && nx->site == ev->site) {
-            line_start(o, gt, 1,
-                       frp_ticks_to_ns(nx->tsc >= ev->tsc ? nx->tsc - ev->tsc : 0, npt),
+            line_start(o, gt, 1, frp_ticks_to_ns(nx->tsc >= ev->tsc ? nx->tsc - ev->tsc : 0, npt),
                        gt->st.depth);
             frp_out_write(o, it->name.s, it->name.len);
             frp_out_lit(o, "();\n");
@@ -199,8 +203,7 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
         frp_out_write(o, it->name.s, it->name.len);
         frp_out_lit(o, "() {\n");
         struct frp_frame *f = frp_stack_push(&gt->st);
-        if (f)
-            *f = (struct frp_frame){it->name, ev->site, ev->tsc};
+        if (f) *f = (struct frp_frame){it->name, ev->site, ev->tsc};
         break;
     }
     case FTR_EV_EXIT:
@@ -215,8 +218,7 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
             break;
         }
         const struct frp_frame *f = &gt->st.f[--gt->st.depth];
-        if (f->site != ev->site)
-            g->stats.mismatched++;
+        if (f->site != ev->site) g->stats.mismatched++;
         line_start(o, gt, 1, frp_ticks_to_ns(ev->tsc >= f->tsc ? ev->tsc - f->tsc : 0, npt),
                    gt->st.depth);
         frp_out_lit(o, "} /* ");
@@ -227,7 +229,9 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
             frp_out_lit(o, " */\n");
         break;
     }
-    default: special(g, gt, ev); break;
+    default:
+        special(g, gt, ev);
+        break;
     }
     if (!it->next) { /* the thread's stream ends: drop its stack */
         free(gt->st.f);
@@ -239,25 +243,21 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
 int frp_render_graph(struct frp_report *r, FILE *out, struct frp_stats *st)
 {
     struct frp_graph *g = frp_graph_new(out);
-    if (!g)
-        return FTR_E_NOMEM;
+    if (!g) return FTR_E_NOMEM;
     int rc = FTR_OK;
     for (uint32_t i = 0; i < r->nprocs && rc == FTR_OK; i++) {
         struct frp_process *p = r->order[i];
-        if (!p->selected)
-            continue;
+        if (!p->selected) continue;
         frp_graph_header(g, p);
         struct frp_merge *m;
         rc = frp_merge_open(r, p, &m);
-        if (rc)
-            break;
+        if (rc) break;
         struct frp_item it;
         int n;
         while ((n = frp_merge_next(m, &it)) == 1)
             frp_graph_event(g, &it);
         frp_merge_close(m);
-        if (n < 0)
-            rc = -n;
+        if (n < 0) rc = -n;
     }
     int e = errno;
     if (frp_graph_finish(g) && rc == FTR_OK) {
@@ -265,9 +265,210 @@ int frp_render_graph(struct frp_report *r, FILE *out, struct frp_stats *st)
         rc = FTR_E_IO;
         g->stats.write_errno = e;
     }
-    if (st)
-        *st = g->stats;
+    if (st) *st = g->stats;
     frp_graph_free(g);
     errno = e;
     return rc;
+}
+
+/* ---- the note on damage ---- */
+static size_t add_part(char *buf, size_t n, size_t len, const char *s)
+{
+    if (len && len + 2 < n) len += (size_t)snprintf(buf + len, n - len, "; ");
+    if (len < n) len += (size_t)snprintf(buf + len, n - len, "%s", s);
+    return len < n ? len : n - 1;
+}
+
+size_t frp_report_note(const struct frp_report *r, const struct frp_stats *st, char *buf, size_t n)
+{
+    struct ftr_damage d = {0};
+    char tmp[128];
+    size_t len = 0;
+    if (!n) return 0;
+    buf[0] = 0;
+    frp_report_damage(r, &d);
+    uint64_t noend = 0, noend_pid = 0;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        if (r->procs[i]->selected && r->procs[i]->has_info && !r->procs[i]->has_end) {
+            noend++;
+            noend_pid = r->procs[i]->pid;
+        }
+    }
+    if (d.truncated) {
+        len = add_part(buf, n, len, "trace truncated (the program was killed?)");
+    } else if (noend) {
+        if (noend == 1)
+            snprintf(tmp, sizeof tmp, "no end record for pid %llu (killed?)",
+                     (unsigned long long)noend_pid);
+        else
+            snprintf(tmp, sizeof tmp, "no end record for %llu processes (killed?)",
+                     (unsigned long long)noend);
+        len = add_part(buf, n, len, tmp);
+    }
+    uint64_t bad = d.bad_chunks + r->bad_meta + r->bad_events;
+    if (bad) {
+        snprintf(tmp, sizeof tmp, "skipped %llu corrupt chunk%s", (unsigned long long)bad,
+                 bad == 1 ? "" : "s");
+        len = add_part(buf, n, len, tmp);
+    }
+    if (d.skipped_bytes) {
+        snprintf(tmp, sizeof tmp, "skipped %llu damaged byte%s",
+                 (unsigned long long)d.skipped_bytes, d.skipped_bytes == 1 ? "" : "s");
+        len = add_part(buf, n, len, tmp);
+    }
+    if (st && st->unmatched) {
+        snprintf(tmp, sizeof tmp, "skipped %llu unmatched exit%s",
+                 (unsigned long long)st->unmatched, st->unmatched == 1 ? "" : "s");
+        len = add_part(buf, n, len, tmp);
+    }
+    if (st && st->mismatched) {
+        snprintf(tmp, sizeof tmp, "%llu exit%s did not match the open call",
+                 (unsigned long long)st->mismatched, st->mismatched == 1 ? "" : "s");
+        len = add_part(buf, n, len, tmp);
+    }
+    return len;
+}
+
+/* ---- helpers shared with chrome.c ---- */
+char *frp_fmt_u64(char *p, uint64_t v)
+{
+    char tmp[20];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+char frp_duration_marker(uint64_t ns)
+{
+    if (ns <= 10000) return ' ';
+    if (ns <= 100000) return '+';
+    if (ns <= 1000000) return '!';
+    if (ns <= 10000000) return '#';
+    if (ns <= 100000000) return '*';
+    if (ns <= 1000000000) return '@';
+    return '$';
+}
+
+size_t frp_fmt_duration(char *buf, uint64_t ns)
+{
+    char *p = buf;
+    *p++ = ' ';
+    *p++ = frp_duration_marker(ns);
+    *p++ = ' ';
+    unsigned frac = (unsigned)(ns % 1000);
+    if (__builtin_expect(ns < 1000000, 1)) { /* below 1000 us: always 7 characters */
+        unsigned us = (unsigned)(ns / 1000);
+        p[0] = us >= 100 ? (char)('0' + us / 100) : ' ';
+        p[1] = us >= 10 ? (char)('0' + us / 10 % 10) : ' ';
+        p[2] = (char)('0' + us % 10);
+        p += 3;
+    } else {
+        p = frp_fmt_u64(p, ns / 1000);
+    }
+    p[0] = '.';
+    p[1] = (char)('0' + frac / 100);
+    p[2] = (char)('0' + frac / 10 % 10);
+    p[3] = (char)('0' + frac % 10);
+    memcpy(p + 4, " us  |", 6);
+    return (size_t)(p + 10 - buf);
+}
+
+int frp_out_init(struct frp_out *o, FILE *f, size_t cap)
+{
+    memset(o, 0, sizeof *o);
+    o->f = f;
+    o->buf = malloc(cap);
+    if (!o->buf) return FTR_E_NOMEM;
+    o->cap = cap;
+    return FTR_OK;
+}
+
+void frp_out_flush(struct frp_out *o)
+{
+    if (o->len && !o->err && fwrite(o->buf, 1, o->len, o->f) != o->len) {
+        o->err = 1;
+        o->err_no = errno ? errno : EIO;
+    }
+    o->len = 0;
+}
+
+void frp_out_free(struct frp_out *o)
+{
+    if (o->buf) frp_out_flush(o);
+    free(o->buf);
+    o->buf = NULL;
+}
+
+void frp_out_write_slow(struct frp_out *o, const void *p, size_t n)
+{
+    frp_out_flush(o);
+    if (n > o->cap) {
+        if (!o->err && fwrite(p, 1, n, o->f) != n) {
+            o->err = 1;
+            o->err_no = errno ? errno : EIO;
+        }
+        return;
+    }
+    memcpy(o->buf, p, n);
+    o->len = n;
+}
+
+void frp_out_spaces(struct frp_out *o, size_t n)
+{
+    while (n) {
+        size_t k = n < 256 ? n : 256;
+        memset(frp_out_room(o, k), ' ', k);
+        o->len += k;
+        n -= k;
+    }
+}
+
+int frp_stack_grow(struct frp_stack *s)
+{
+    uint32_t cap = s->cap ? s->cap * 2 : 64;
+    struct frp_frame *f = realloc(s->f, (size_t)cap * sizeof *f);
+    if (!f) return FTR_E_NOMEM;
+    s->f = f;
+    s->cap = cap;
+    return FTR_OK;
+}
+
+/* Makes s printable and valid UTF-8, in place: control characters and invalid bytes -> '?'. */
+void frp_sanitize(char *s, size_t n)
+{
+    unsigned char *p = (unsigned char *)s, *end = p + n;
+    while (p < end) {
+        unsigned c = *p;
+        if (c < 0x80) {
+            if (c < 0x20 || c == 0x7f) *p = '?';
+            p++;
+            continue;
+        }
+        size_t len = 0;
+        unsigned lo = 0x80, hi = 0xbf;
+        if (c >= 0xc2 && c <= 0xdf) {
+            len = 2;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            len = 3;
+            lo = c == 0xe0 ? 0xa0 : 0x80;
+            hi = c == 0xed ? 0x9f : 0xbf;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            len = 4;
+            lo = c == 0xf0 ? 0x90 : 0x80;
+            hi = c == 0xf4 ? 0x8f : 0xbf;
+        }
+        int ok = len && (size_t)(end - p) >= len && p[1] >= lo && p[1] <= hi;
+        for (size_t i = 2; ok && i < len; i++)
+            ok = p[i] >= 0x80 && p[i] <= 0xbf;
+        if (!ok) {
+            *p++ = '?';
+            continue;
+        }
+        p += len;
+    }
 }

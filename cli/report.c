@@ -47,8 +47,7 @@ static char *arena_alloc(struct frp_report_priv *pv, size_t n)
     if (!b || b->cap - b->used < n) {
         size_t cap = n > 65536 ? n : 65536;
         b = malloc(sizeof *b + cap);
-        if (!b)
-            return NULL;
+        if (!b) return NULL;
         b->cap = cap;
         b->used = 0;
         if (n > 65536 / 4 && pv->arena) { /* big string: keep filling the current block */
@@ -64,50 +63,13 @@ static char *arena_alloc(struct frp_report_priv *pv, size_t n)
     return p;
 }
 
-/* Makes s printable and valid UTF-8, in place: control characters and invalid bytes -> '?'. */
-static void sanitize(char *s, size_t n)
-{
-    unsigned char *p = (unsigned char *)s, *end = p + n;
-    while (p < end) {
-        unsigned c = *p;
-        if (c < 0x80) {
-            if (c < 0x20 || c == 0x7f)
-                *p = '?';
-            p++;
-            continue;
-        }
-        size_t len = 0;
-        unsigned lo = 0x80, hi = 0xbf;
-        if (c >= 0xc2 && c <= 0xdf) {
-            len = 2;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            len = 3;
-            lo = c == 0xe0 ? 0xa0 : 0x80;
-            hi = c == 0xed ? 0x9f : 0xbf;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            len = 4;
-            lo = c == 0xf0 ? 0x90 : 0x80;
-            hi = c == 0xf4 ? 0x8f : 0xbf;
-        }
-        int ok = len && (size_t)(end - p) >= len && p[1] >= lo && p[1] <= hi;
-        for (size_t i = 2; ok && i < len; i++)
-            ok = p[i] >= 0x80 && p[i] <= 0xbf;
-        if (!ok) {
-            *p++ = '?';
-            continue;
-        }
-        p += len;
-    }
-}
-
 static const char *arena_str(struct frp_report_priv *pv, const char *s, size_t n)
 {
     char *p = arena_alloc(pv, n + 1);
-    if (!p)
-        return NULL;
+    if (!p) return NULL;
     memcpy(p, s, n);
     p[n] = 0;
-    sanitize(p, n);
+    frp_sanitize(p, n);
     return p;
 }
 
@@ -131,13 +93,10 @@ static uint64_t hash64(uint64_t x)
 
 static uint32_t *hmap_get(const struct hmap *m, uint64_t key)
 {
-    if (!m->cap)
-        return NULL;
+    if (!m->cap) return NULL;
     for (size_t i = hash64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-        if (m->keys[i] == key + 1)
-            return &m->vals[i];
-        if (!m->keys[i])
-            return NULL;
+        if (m->keys[i] == key + 1) return &m->vals[i];
+        if (!m->keys[i]) return NULL;
     }
 }
 
@@ -158,8 +117,7 @@ static int hmap_put(struct hmap *m, uint64_t key, uint32_t val)
             return FTR_E_NOMEM;
         }
         for (size_t i = 0; i < m->cap; i++)
-            if (m->keys[i])
-                hmap_put(&g, m->keys[i] - 1, m->vals[i]);
+            if (m->keys[i]) hmap_put(&g, m->keys[i] - 1, m->vals[i]);
         free(m->keys);
         free(m->vals);
         *m = g;
@@ -182,14 +140,12 @@ static void hmap_free(struct hmap *m)
 
 static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
-    if (need <= *cap)
-        return FTR_OK;
+    if (need <= *cap) return FTR_OK;
     size_t n = *cap ? *cap * 2 : 16;
     while (n < need)
         n *= 2;
     void *p = realloc(*arr, n * elem);
-    if (!p)
-        return FTR_E_NOMEM;
+    if (!p) return FTR_E_NOMEM;
     *arr = p;
     *cap = n;
     return FTR_OK;
@@ -199,14 +155,12 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 static struct frp_process *new_proc(struct frp_report *r, uint32_t pid)
 {
     struct frp_report_priv *pv = r->priv;
-    if (grow((void **)&r->procs, &pv->procs_cap, r->nprocs + 1, sizeof *r->procs))
-        return NULL;
+    if (grow((void **)&r->procs, &pv->procs_cap, r->nprocs + 1, sizeof *r->procs)) return NULL;
     struct frp_process *p = calloc(1, sizeof *p);
-    if (!p)
-        return NULL;
+    if (!p) return NULL;
     p->idx = r->nprocs;
     p->pid = pid;
-    p->cmdline = "?";
+    p->cmdline = "(no process record)";
     p->first_tsc = UINT64_MAX;
     p->selected = 1;
     if (hmap_put(&pv->pids, pid, p->idx)) {
@@ -228,13 +182,11 @@ static struct frp_thread *thread_for(struct frp_report *r, struct frp_process *p
     struct frp_report_priv *pv = r->priv;
     uint64_t key = (uint64_t)p->idx << 32 | tid;
     uint32_t *v = hmap_get(&pv->tids, key);
-    if (v)
-        return r->threads[*v];
+    if (v) return r->threads[*v];
     if (grow((void **)&r->threads, &pv->threads_cap, r->nthreads + 1, sizeof *r->threads))
         return NULL;
     struct frp_thread *t = calloc(1, sizeof *t);
-    if (!t)
-        return NULL;
+    if (!t) return NULL;
     t->idx = r->nthreads;
     t->tid = tid;
     t->proc = p;
@@ -258,8 +210,7 @@ static const char *join_argv(struct frp_report_priv *pv, const char *const *argv
         const char *a = argv[i] ? argv[i] : "";
         size_t len = strlen(a);
         int quote = len == 0 || strcspn(a, " \t\n'\"\\$`*?[]{}()<>|&;#~!") < len;
-        if (i)
-            ftr_buf_append(&b, " ", 1);
+        if (i) ftr_buf_append(&b, " ", 1);
         if (!quote) {
             ftr_buf_append(&b, a, len);
             continue;
@@ -273,8 +224,7 @@ static const char *join_argv(struct frp_report_priv *pv, const char *const *argv
         }
         ftr_buf_append(&b, "'", 1);
     }
-    if (more)
-        ftr_buf_append(&b, " ...", 4);
+    if (more) ftr_buf_append(&b, " ...", 4);
     const char *s = arena_str(pv, b.data ? (const char *)b.data : "", b.len);
     ftr_buf_free(&b);
     return s;
@@ -287,12 +237,10 @@ static int load_process(struct frp_report *r, const struct ftr_chunk_hdr *h)
     const char *small[64], **argv = small;
     size_t cap = 64;
     int rc = ftr_dec_process(pv->payload.data, pv->payload.len, &pi, small, cap);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     if (pi.argc > cap && pi.argc <= 65536) {
         argv = malloc(pi.argc * sizeof *argv);
-        if (!argv)
-            return FTR_E_NOMEM;
+        if (!argv) return FTR_E_NOMEM;
         cap = pi.argc;
         rc = ftr_dec_process(pv->payload.data, pv->payload.len, &pi, argv, cap);
         if (rc) {
@@ -317,11 +265,9 @@ static int load_process(struct frp_report *r, const struct ftr_chunk_hdr *h)
     size_t n = pi.argc < cap ? pi.argc : cap;
     p->cmdline = join_argv(pv, argv, n, pi.argc > n);
     p->exe = pi.exe ? arena_str(pv, pi.exe, strlen(pi.exe)) : NULL;
-    if (!p->cmdline || (pi.exe && !p->exe))
-        rc = FTR_E_NOMEM;
+    if (!p->cmdline || (pi.exe && !p->exe)) rc = FTR_E_NOMEM;
 out:
-    if (argv != small)
-        free(argv);
+    if (argv != small) free(argv);
     return rc;
 }
 
@@ -330,39 +276,32 @@ static int load_module(struct frp_report *r, const struct ftr_chunk_hdr *h)
     struct frp_report_priv *pv = r->priv;
     struct ftr_module_info mi;
     int rc = ftr_dec_module(pv->payload.data, pv->payload.len, &mi);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     struct frp_process *p = proc_for(r, h->pid);
-    if (!p)
-        return FTR_E_NOMEM;
+    if (!p) return FTR_E_NOMEM;
     if ((p->nmodules & (p->nmodules - 1)) == 0) { /* 0, 1, 2, 4...: full, double */
         void *m = realloc(p->modules, (p->nmodules ? p->nmodules * 2 : 1) * sizeof mi);
-        if (!m)
-            return FTR_E_NOMEM;
+        if (!m) return FTR_E_NOMEM;
         p->modules = m;
     }
     struct frp_module *m = &p->modules[p->nmodules];
     m->id = mi.module_id;
     m->base = mi.base;
     m->path = mi.path ? arena_str(pv, mi.path, strlen(mi.path)) : "?";
-    if (!m->path)
-        return FTR_E_NOMEM;
+    if (!m->path) return FTR_E_NOMEM;
     p->nmodules++;
     return FTR_OK;
 }
 
 static int grow_sites(struct frp_process *p, uint32_t site)
 {
-    if (site < p->nsites)
-        return FTR_OK;
+    if (site < p->nsites) return FTR_OK;
     size_t n = p->nsites ? p->nsites : 256;
     while (n <= site)
         n *= 2;
-    if (n > (size_t)FTR_SITE_MAX + 1)
-        n = (size_t)FTR_SITE_MAX + 1;
+    if (n > (size_t)FTR_SITE_MAX + 1) n = (size_t)FTR_SITE_MAX + 1;
     struct frp_name *s = realloc(p->sites, n * sizeof *s);
-    if (!s)
-        return FTR_E_NOMEM;
+    if (!s) return FTR_E_NOMEM;
     memset(s + p->nsites, 0, (n - p->nsites) * sizeof *s);
     p->sites = s;
     p->nsites = (uint32_t)n;
@@ -375,32 +314,25 @@ static int load_sites(struct frp_report *r, const struct ftr_chunk_hdr *h)
     uint32_t mod;
     size_t count = 0;
     int rc = ftr_dec_sites(pv->payload.data, pv->payload.len, &mod, NULL, 0, &count);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     if (count > pv->sitebuf_cap) {
         free(pv->sitebuf);
         pv->sitebuf_cap = 0;
         pv->sitebuf = malloc(count * sizeof *pv->sitebuf);
-        if (!pv->sitebuf)
-            return FTR_E_NOMEM;
+        if (!pv->sitebuf) return FTR_E_NOMEM;
         pv->sitebuf_cap = count;
     }
     rc = ftr_dec_sites(pv->payload.data, pv->payload.len, &mod, pv->sitebuf, count, &count);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     struct frp_process *p = proc_for(r, h->pid);
-    if (!p)
-        return FTR_E_NOMEM;
+    if (!p) return FTR_E_NOMEM;
     for (size_t i = 0; i < count; i++) {
         const struct ftr_site_info *s = &pv->sitebuf[i];
-        if (s->site == 0 || s->site > FTR_SITE_MAX || !s->name)
-            continue;
-        if (grow_sites(p, s->site))
-            return FTR_E_NOMEM;
+        if (s->site == 0 || s->site > FTR_SITE_MAX || !s->name) continue;
+        if (grow_sites(p, s->site)) return FTR_E_NOMEM;
         size_t len = strlen(s->name);
         const char *name = arena_str(pv, s->name, len);
-        if (!name)
-            return FTR_E_NOMEM;
+        if (!name) return FTR_E_NOMEM;
         p->sites[s->site] = (struct frp_name){name, (uint32_t)len};
     }
     p->has_sites = 1;
@@ -411,16 +343,13 @@ static int load_thread(struct frp_report *r, const struct ftr_chunk_hdr *h)
 {
     struct ftr_thread_info ti;
     int rc = ftr_dec_thread(r->priv->payload.data, r->priv->payload.len, &ti);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     struct frp_process *p = proc_for(r, h->pid);
     struct frp_thread *t = p ? thread_for(r, p, ti.tid ? ti.tid : h->tid) : NULL;
-    if (!t)
-        return FTR_E_NOMEM;
+    if (!t) return FTR_E_NOMEM;
     if (ti.name && *ti.name) {
         t->name = arena_str(r->priv, ti.name, strlen(ti.name));
-        if (!t->name)
-            return FTR_E_NOMEM;
+        if (!t->name) return FTR_E_NOMEM;
     }
     return FTR_OK;
 }
@@ -429,11 +358,9 @@ static int load_end(struct frp_report *r, const struct ftr_chunk_hdr *h)
 {
     struct ftr_end_info ei;
     int rc = ftr_dec_end(r->priv->payload.data, r->priv->payload.len, &ei);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     struct frp_process *p = proc_for(r, h->pid);
-    if (!p)
-        return FTR_E_NOMEM;
+    if (!p) return FTR_E_NOMEM;
     p->end = ei;
     p->has_end = 1;
     return FTR_OK;
@@ -444,19 +371,14 @@ static int index_events(struct frp_report *r, const struct ftr_chunk_hdr *h, uin
     struct frp_report_priv *pv = r->priv;
     struct frp_process *p = proc_for(r, h->pid);
     struct frp_thread *t = p ? thread_for(r, p, h->tid) : NULL;
-    if (!t || grow((void **)&r->chunks, &pv->chunks_cap, (size_t)r->nchunks + 1,
-                   sizeof *r->chunks))
+    if (!t || grow((void **)&r->chunks, &pv->chunks_cap, (size_t)r->nchunks + 1, sizeof *r->chunks))
         return FTR_E_NOMEM;
-    r->chunks[r->nchunks] = (struct frp_chunk){off, h->tsc_first, h->tsc_last, t->idx,
-                                               r->nchunks};
+    r->chunks[r->nchunks] = (struct frp_chunk){off, h->tsc_first, h->tsc_last, t->idx, r->nchunks};
     r->nchunks++;
     t->nchunks++;
-    if (h->tsc_first < t->tsc_first)
-        t->tsc_first = h->tsc_first;
-    if (h->tsc_last > t->tsc_last)
-        t->tsc_last = h->tsc_last;
-    if (h->tsc_first < p->first_tsc)
-        p->first_tsc = h->tsc_first;
+    if (h->tsc_first < t->tsc_first) t->tsc_first = h->tsc_first;
+    if (h->tsc_last > t->tsc_last) t->tsc_last = h->tsc_last;
+    if (h->tsc_first < p->first_tsc) p->first_tsc = h->tsc_first;
     return FTR_OK;
 }
 
@@ -467,40 +389,34 @@ static int load(struct frp_report *r)
         struct ftr_chunk_hdr h;
         uint64_t off;
         int rc = ftr_reader_next(pv->rd, &h, &off);
-        if (rc == FTR_E_EOF)
-            return FTR_OK;
+        if (rc == FTR_E_EOF) return FTR_OK;
         if (rc == FTR_E_TRUNCATED) {
             pv->truncated = 1;
             return FTR_OK;
         }
-        if (rc)
-            return rc;
+        if (rc) return rc;
         if (h.type == FTR_CHUNK_EVENTS) {
-            if ((rc = index_events(r, &h, off)))
-                return rc;
+            if ((rc = index_events(r, &h, off))) return rc;
             r->good_chunks++;
             continue;
         }
-        if (h.type < FTR_CHUNK_PROCESS || h.type > FTR_CHUNK_END)
+        static int (*const loaders[])(struct frp_report *, const struct ftr_chunk_hdr *) = {
+            [FTR_CHUNK_PROCESS] = load_process,
+            [FTR_CHUNK_MODULE] = load_module,
+            [FTR_CHUNK_SITES] = load_sites,
+            [FTR_CHUNK_THREAD] = load_thread,
+            [FTR_CHUNK_END] = load_end};
+        if (h.type >= sizeof loaders / sizeof *loaders || !loaders[h.type])
             continue; /* a newer writer's chunk: not ours to understand */
         rc = ftr_reader_payload(pv->rd, &pv->payload);
-        if (rc == FTR_E_CORRUPT || rc == FTR_E_ZSTD)
-            continue; /* counted by the reader */
+        if (rc == FTR_E_CORRUPT || rc == FTR_E_ZSTD) continue; /* counted by the reader */
         if (rc == FTR_E_TRUNCATED) {
             pv->truncated = 1;
             return FTR_OK;
         }
-        if (rc)
-            return rc;
-        switch (h.type) {
-        case FTR_CHUNK_PROCESS: rc = load_process(r, &h); break;
-        case FTR_CHUNK_MODULE: rc = load_module(r, &h); break;
-        case FTR_CHUNK_SITES: rc = load_sites(r, &h); break;
-        case FTR_CHUNK_THREAD: rc = load_thread(r, &h); break;
-        default: rc = load_end(r, &h); break;
-        }
-        if (rc == FTR_E_NOMEM)
-            return rc;
+        if (rc) return rc;
+        rc = loaders[h.type](r, &h);
+        if (rc == FTR_E_NOMEM) return rc;
         if (rc)
             r->bad_meta++;
         else
@@ -511,36 +427,27 @@ static int load(struct frp_report *r)
 static int cmp_chunk(const void *a, const void *b)
 {
     const struct frp_chunk *x = a, *y = b;
-    if (x->thread != y->thread)
-        return x->thread < y->thread ? -1 : 1;
-    if (x->tsc_first != y->tsc_first)
-        return x->tsc_first < y->tsc_first ? -1 : 1;
+    if (x->thread != y->thread) return x->thread < y->thread ? -1 : 1;
+    if (x->tsc_first != y->tsc_first) return x->tsc_first < y->tsc_first ? -1 : 1;
     return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-static uint64_t start_key(const struct frp_process *p)
-{
-    return p->has_info ? p->start_tsc : p->first_tsc;
 }
 
 static int cmp_start(const void *a, const void *b)
 {
     const struct frp_process *x = *(struct frp_process *const *)a;
     const struct frp_process *y = *(struct frp_process *const *)b;
-    uint64_t kx = start_key(x), ky = start_key(y);
-    if (kx != ky)
-        return kx < ky ? -1 : 1;
+    uint64_t kx = x->has_info ? x->start_tsc : x->first_tsc;
+    uint64_t ky = y->has_info ? y->start_tsc : y->first_tsc;
+    if (kx != ky) return kx < ky ? -1 : 1;
     return x->idx < y->idx ? -1 : 1;
 }
 
 static int finish(struct frp_report *r)
 {
-    if (r->nchunks)
-        qsort(r->chunks, r->nchunks, sizeof *r->chunks, cmp_chunk);
+    if (r->nchunks) qsort(r->chunks, r->nchunks, sizeof *r->chunks, cmp_chunk);
     for (uint32_t i = 0; i < r->nchunks; i++) {
         struct frp_thread *t = r->threads[r->chunks[i].thread];
-        if (i == 0 || r->chunks[i - 1].thread != t->idx)
-            t->first_chunk = i;
+        if (i == 0 || r->chunks[i - 1].thread != t->idx) t->first_chunk = i;
     }
     uint64_t hz = 0;
     for (uint32_t i = 0; i < r->nprocs && !hz; i++)
@@ -552,10 +459,8 @@ static int finish(struct frp_report *r)
         uint64_t phz = p->tsc_hz ? p->tsc_hz : hz;
         p->ns_per_tick = phz ? 1e9 / (double)phz : 1.0;
         p->clock_guessed = !phz;
-        if (p->has_info && p->start_tsc < r->base_tsc)
-            r->base_tsc = p->start_tsc;
-        if (p->first_tsc < r->base_tsc)
-            r->base_tsc = p->first_tsc;
+        if (p->has_info && p->start_tsc < r->base_tsc) r->base_tsc = p->start_tsc;
+        if (p->first_tsc < r->base_tsc) r->base_tsc = p->first_tsc;
         uint32_t *v = p->ppid ? hmap_get(&latest, p->ppid) : NULL;
         p->parent = v ? r->procs[*v] : NULL;
         p->after_exec = hmap_get(&latest, p->pid) != NULL;
@@ -565,15 +470,13 @@ static int finish(struct frp_report *r)
         }
     }
     hmap_free(&latest);
-    if (r->base_tsc == UINT64_MAX)
-        r->base_tsc = 0;
+    if (r->base_tsc == UINT64_MAX) r->base_tsc = 0;
     r->order = malloc((r->nprocs ? r->nprocs : 1) * sizeof *r->order);
-    if (!r->order)
-        return FTR_E_NOMEM;
-    if (r->nprocs)
+    if (!r->order) return FTR_E_NOMEM;
+    if (r->nprocs) {
         memcpy(r->order, r->procs, r->nprocs * sizeof *r->order);
-    if (r->nprocs)
         qsort(r->order, r->nprocs, sizeof *r->order, cmp_start);
+    }
     return FTR_OK;
 }
 
@@ -590,10 +493,8 @@ int frp_report_open(const char *path, struct frp_report **out)
     r->priv = pv;
     r->path = path;
     int rc = ftr_reader_open(path, &pv->rd);
-    if (rc == FTR_OK)
-        rc = load(r);
-    if (rc == FTR_OK)
-        rc = finish(r);
+    if (rc == FTR_OK) rc = load(r);
+    if (rc == FTR_OK) rc = finish(r);
     if (rc == FTR_OK && r->good_chunks == 0) {
         struct ftr_damage d;
         ftr_reader_damage(pv->rd, &d);
@@ -616,8 +517,7 @@ int frp_report_open(const char *path, struct frp_report **out)
 
 void frp_report_close(struct frp_report *r)
 {
-    if (!r)
-        return;
+    if (!r) return;
     struct frp_report_priv *pv = r->priv;
     for (uint32_t i = 0; i < r->nprocs; i++) {
         free(r->procs[i]->modules);
@@ -630,8 +530,7 @@ void frp_report_close(struct frp_report *r)
     free(r->order);
     free(r->threads);
     free(r->chunks);
-    if (pv->rd)
-        ftr_reader_close(pv->rd);
+    if (pv->rd) ftr_reader_close(pv->rd);
     arena_free(pv);
     hmap_free(&pv->pids);
     hmap_free(&pv->tids);
@@ -654,8 +553,7 @@ size_t frp_report_select(struct frp_report *r, long pid, const uint32_t *tids, s
                 sel = t->tid == tids[k];
         }
         t->selected = sel;
-        if (sel)
-            t->proc->selected = 1;
+        if (sel) t->proc->selected = 1;
     }
     size_t n = 0;
     for (uint32_t i = 0; i < r->nprocs; i++)
@@ -663,26 +561,24 @@ size_t frp_report_select(struct frp_report *r, long pid, const uint32_t *tids, s
     return n;
 }
 
+#define MAX_INTERNED (1u << 22) /* beyond, a site is corrupt: no table grows for it */
 struct frp_name frp_site_name(struct frp_report *r, struct frp_process *p, uint32_t site)
 {
-    if (site < p->nsites && p->sites[site].s)
-        return p->sites[site];
+    if (site < p->nsites && p->sites[site].s) return p->sites[site];
     /* A forked child that wrote no names of its own runs its parent's code. */
     struct frp_name name = {0};
     struct frp_process *q = p->has_sites || p->after_exec ? NULL : p->parent;
     for (; q && !name.s; q = q->after_exec ? NULL : q->parent)
-        if (site < q->nsites && q->sites[site].s)
-            name = q->sites[site];
+        if (site < q->nsites && q->sites[site].s) name = q->sites[site];
     if (!name.s) {
         char tmp[32] = "<site ";
         char *e = frp_fmt_u64(tmp + 6, site);
         *e++ = '>';
         name.len = (uint32_t)(e - tmp);
-        if (site >= (1u << 24) || !(name.s = arena_str(r->priv, tmp, name.len)))
+        if (site >= MAX_INTERNED || !(name.s = arena_str(r->priv, tmp, name.len)))
             return (struct frp_name){"<bad site>", 10};
     }
-    if (site < (1u << 24) && grow_sites(p, site) == FTR_OK)
-        p->sites[site] = name;
+    if (site < MAX_INTERNED && grow_sites(p, site) == FTR_OK) p->sites[site] = name;
     return name;
 }
 
@@ -717,10 +613,8 @@ static int load_chunk(struct frp_merge *m, struct cursor *c, const struct frp_ch
     struct ftr_chunk_hdr h;
     uint64_t off;
     int rc = ftr_reader_seek(pv->rd, ch->offset);
-    if (rc == FTR_OK)
-        rc = ftr_reader_next(pv->rd, &h, &off);
-    if (rc == FTR_E_IO || rc == FTR_E_NOMEM)
-        return -rc;
+    if (rc == FTR_OK) rc = ftr_reader_next(pv->rd, &h, &off);
+    if (rc == FTR_E_IO || rc == FTR_E_NOMEM) return -rc;
     if (rc || off != ch->offset || h.type != FTR_CHUNK_EVENTS) {
         m->r->bad_events++;
         return 0;
@@ -728,8 +622,7 @@ static int load_chunk(struct frp_merge *m, struct cursor *c, const struct frp_ch
     rc = ftr_reader_payload(pv->rd, &c->buf);
     if (rc == FTR_E_CORRUPT || rc == FTR_E_ZSTD || rc == FTR_E_TRUNCATED)
         return 0; /* counted by the reader */
-    if (rc)
-        return -rc;
+    if (rc) return -rc;
     if (ftr_dec_events_begin(&h, c->buf.data, c->buf.len, &c->it)) {
         m->r->bad_events++;
         return 0;
@@ -750,14 +643,11 @@ static int fetch(struct frp_merge *m, struct cursor *c, struct ftr_event *ev, ui
                 return 1;
             }
             c->live = 0;
-            if (rc < 0)
-                m->r->bad_events++;
+            if (rc < 0) m->r->bad_events++;
         }
-        if (c->ci >= c->cend)
-            return 0;
+        if (c->ci >= c->cend) return 0;
         int rc = load_chunk(m, c, &m->r->chunks[c->ci++]);
-        if (rc < 0)
-            return rc;
+        if (rc < 0) return rc;
     }
 }
 
@@ -771,12 +661,9 @@ static void sift_down(struct frp_merge *m, uint32_t i)
     struct cursor **h = m->heap, *c = h[i];
     for (;;) {
         uint32_t k = 2 * i + 1;
-        if (k >= m->nheap)
-            break;
-        if (k + 1 < m->nheap && before(h[k + 1], h[k]))
-            k++;
-        if (!before(h[k], c))
-            break;
+        if (k >= m->nheap) break;
+        if (k + 1 < m->nheap && before(h[k + 1], h[k])) k++;
+        if (!before(h[k], c)) break;
         h[i] = h[k];
         i = k;
     }
@@ -832,8 +719,7 @@ static int cmp_pend(const void *a, const void *b, void *arg)
     const struct frp_chunk *ch = arg;
     const struct frp_chunk *x = &ch[(*(struct frp_thread *const *)a)->first_chunk];
     const struct frp_chunk *y = &ch[(*(struct frp_thread *const *)b)->first_chunk];
-    if (x->tsc_first != y->tsc_first)
-        return x->tsc_first < y->tsc_first ? -1 : 1;
+    if (x->tsc_first != y->tsc_first) return x->tsc_first < y->tsc_first ? -1 : 1;
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
@@ -841,8 +727,7 @@ int frp_merge_open(struct frp_report *r, struct frp_process *p, struct frp_merge
 {
     *out = NULL;
     struct frp_merge *m = calloc(1, sizeof *m);
-    if (!m)
-        return FTR_E_NOMEM;
+    if (!m) return FTR_E_NOMEM;
     m->r = r;
     m->pend = malloc((r->nthreads + 1) * sizeof *m->pend);
     m->heap = malloc((r->nthreads + 1) * sizeof *m->heap);
@@ -852,8 +737,7 @@ int frp_merge_open(struct frp_report *r, struct frp_process *p, struct frp_merge
     }
     for (uint32_t i = 0; i < r->nthreads; i++) {
         struct frp_thread *t = r->threads[i];
-        if (t->selected && t->nchunks && (!p || t->proc == p))
-            m->pend[m->npend++] = t;
+        if (t->selected && t->nchunks && (!p || t->proc == p)) m->pend[m->npend++] = t;
     }
     qsort_r(m->pend, m->npend, sizeof *m->pend, cmp_pend, r->chunks);
     *out = m;
@@ -862,25 +746,21 @@ int frp_merge_open(struct frp_report *r, struct frp_process *p, struct frp_merge
 
 int frp_merge_next(struct frp_merge *m, struct frp_item *it)
 {
-    if (__builtin_expect(m->err != 0, 0))
-        return -m->err;
+    if (__builtin_expect(m->err != 0, 0)) return -m->err;
     struct cursor *c = m->last;
     if (c) { /* advance the thread emitted last: it is still the heap's top */
         m->last = NULL;
         if (!c->has_nxt) {
             m->heap[0] = m->heap[--m->nheap];
-            if (m->nheap)
-                sift_down(m, 0);
+            if (m->nheap) sift_down(m, 0);
             release(m, c);
         } else {
             c->cur = c->nxt;
             c->cur_seq = c->nxt_seq;
             int rc = fetch(m, c, &c->nxt, &c->nxt_seq);
             c->has_nxt = rc == 1;
-            if (rc < 0)
-                return -(m->err = -rc);
-            if (m->nheap > 1)
-                sift_down(m, 0);
+            if (rc < 0) return -(m->err = -rc);
+            if (m->nheap > 1) sift_down(m, 0);
         }
     }
     while (m->ipend < m->npend) {
@@ -894,11 +774,9 @@ int frp_merge_next(struct frp_merge *m, struct frp_item *it)
         }
         m->ipend++;
         int rc = open_cursor(m, t);
-        if (rc < 0)
-            return -(m->err = -rc);
+        if (rc < 0) return -(m->err = -rc);
     }
-    if (!m->nheap)
-        return 0;
+    if (!m->nheap) return 0;
     c = m->heap[0];
     it->ev = c->cur;
     it->next = c->has_nxt ? &c->nxt : NULL;
@@ -916,8 +794,7 @@ int frp_merge_next(struct frp_merge *m, struct frp_item *it)
 
 void frp_merge_close(struct frp_merge *m)
 {
-    if (!m)
-        return;
+    if (!m) return;
     for (uint32_t i = 0; i < m->nheap; i++)
         release(m, m->heap[i]);
     while (m->freelist) {
@@ -931,182 +808,8 @@ void frp_merge_close(struct frp_merge *m)
     free(m);
 }
 
-/* ---- the note on damage ---- */
-static size_t add_part(char *buf, size_t n, size_t len, const char *s)
+void frp_report_damage(const struct frp_report *r, struct ftr_damage *d)
 {
-    if (len && len + 2 < n)
-        len += (size_t)snprintf(buf + len, n - len, "; ");
-    if (len < n)
-        len += (size_t)snprintf(buf + len, n - len, "%s", s);
-    return len < n ? len : n - 1;
-}
-
-size_t frp_report_note(const struct frp_report *r, const struct frp_stats *st, char *buf,
-                       size_t n)
-{
-    struct ftr_damage d = {0};
-    char tmp[128];
-    size_t len = 0;
-    if (!n)
-        return 0;
-    buf[0] = 0;
-    ftr_reader_damage(r->priv->rd, &d);
-    uint64_t noend = 0, noend_pid = 0;
-    for (uint32_t i = 0; i < r->nprocs; i++) {
-        if (r->procs[i]->selected && r->procs[i]->has_info && !r->procs[i]->has_end) {
-            noend++;
-            noend_pid = r->procs[i]->pid;
-        }
-    }
-    if (d.truncated || r->priv->truncated) {
-        len = add_part(buf, n, len, "trace truncated (the program was killed?)");
-    } else if (noend) {
-        if (noend == 1)
-            snprintf(tmp, sizeof tmp, "no end record for pid %llu (killed?)",
-                     (unsigned long long)noend_pid);
-        else
-            snprintf(tmp, sizeof tmp, "no end record for %llu processes (killed?)",
-                     (unsigned long long)noend);
-        len = add_part(buf, n, len, tmp);
-    }
-    uint64_t bad = d.bad_chunks + r->bad_meta + r->bad_events;
-    if (bad) {
-        snprintf(tmp, sizeof tmp, "skipped %llu corrupt chunk%s", (unsigned long long)bad,
-                 bad == 1 ? "" : "s");
-        len = add_part(buf, n, len, tmp);
-    }
-    if (d.skipped_bytes) {
-        snprintf(tmp, sizeof tmp, "skipped %llu damaged byte%s",
-                 (unsigned long long)d.skipped_bytes, d.skipped_bytes == 1 ? "" : "s");
-        len = add_part(buf, n, len, tmp);
-    }
-    if (st && st->unmatched) {
-        snprintf(tmp, sizeof tmp, "skipped %llu unmatched exit%s",
-                 (unsigned long long)st->unmatched, st->unmatched == 1 ? "" : "s");
-        len = add_part(buf, n, len, tmp);
-    }
-    if (st && st->mismatched) {
-        snprintf(tmp, sizeof tmp, "%llu exit%s did not match the open call",
-                 (unsigned long long)st->mismatched, st->mismatched == 1 ? "" : "s");
-        len = add_part(buf, n, len, tmp);
-    }
-    return len;
-}
-
-/* ---- shared helpers ---- */
-char *frp_fmt_u64(char *p, uint64_t v)
-{
-    char tmp[20];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        *p++ = tmp[--n];
-    return p;
-}
-
-char frp_duration_marker(uint64_t ns)
-{
-    if (ns <= 10000)
-        return ' ';
-    if (ns <= 100000)
-        return '+';
-    if (ns <= 1000000)
-        return '!';
-    if (ns <= 10000000)
-        return '#';
-    if (ns <= 100000000)
-        return '*';
-    if (ns <= 1000000000)
-        return '@';
-    return '$';
-}
-
-size_t frp_fmt_duration(char *buf, uint64_t ns)
-{
-    char *p = buf;
-    *p++ = ' ';
-    *p++ = frp_duration_marker(ns);
-    *p++ = ' ';
-    unsigned frac = (unsigned)(ns % 1000);
-    if (__builtin_expect(ns < 1000000, 1)) { /* below 1000 us: always 7 characters */
-        unsigned us = (unsigned)(ns / 1000);
-        p[0] = us >= 100 ? (char)('0' + us / 100) : ' ';
-        p[1] = us >= 10 ? (char)('0' + us / 10 % 10) : ' ';
-        p[2] = (char)('0' + us % 10);
-        p += 3;
-    } else {
-        p = frp_fmt_u64(p, ns / 1000);
-    }
-    p[0] = '.';
-    p[1] = (char)('0' + frac / 100);
-    p[2] = (char)('0' + frac / 10 % 10);
-    p[3] = (char)('0' + frac % 10);
-    memcpy(p + 4, " us  |", 6);
-    return (size_t)(p + 10 - buf);
-}
-
-int frp_out_init(struct frp_out *o, FILE *f, size_t cap)
-{
-    memset(o, 0, sizeof *o);
-    o->f = f;
-    o->buf = malloc(cap);
-    if (!o->buf)
-        return FTR_E_NOMEM;
-    o->cap = cap;
-    return FTR_OK;
-}
-
-void frp_out_flush(struct frp_out *o)
-{
-    if (o->len && !o->err && fwrite(o->buf, 1, o->len, o->f) != o->len) {
-        o->err = 1;
-        o->err_no = errno ? errno : EIO;
-    }
-    o->len = 0;
-}
-
-void frp_out_free(struct frp_out *o)
-{
-    if (o->buf)
-        frp_out_flush(o);
-    free(o->buf);
-    o->buf = NULL;
-}
-
-void frp_out_write_slow(struct frp_out *o, const void *p, size_t n)
-{
-    frp_out_flush(o);
-    if (n > o->cap) {
-        if (!o->err && fwrite(p, 1, n, o->f) != n) {
-            o->err = 1;
-            o->err_no = errno ? errno : EIO;
-        }
-        return;
-    }
-    memcpy(o->buf, p, n);
-    o->len = n;
-}
-
-void frp_out_spaces(struct frp_out *o, size_t n)
-{
-    while (n) {
-        size_t k = n < 256 ? n : 256;
-        memset(frp_out_room(o, k), ' ', k);
-        o->len += k;
-        n -= k;
-    }
-}
-
-int frp_stack_grow(struct frp_stack *s)
-{
-    uint32_t cap = s->cap ? s->cap * 2 : 64;
-    struct frp_frame *f = realloc(s->f, (size_t)cap * sizeof *f);
-    if (!f)
-        return FTR_E_NOMEM;
-    s->f = f;
-    s->cap = cap;
-    return FTR_OK;
+    ftr_reader_damage(r->priv->rd, d);
+    d->truncated |= r->priv->truncated;
 }

@@ -2,8 +2,9 @@
  * report.h - the offline report library of ftrace-run: loads a trace file into tables, merges
  * the per-thread event streams in time order, and renders views (function graph, Chrome JSON).
  *
- *   report.c  loading (one pass over the chunk headers), the streaming merge, shared helpers
- *   graph.c   the kernel function_graph-like text view
+ *   report.c  loading (one pass over the chunk headers), the streaming merge
+ *   graph.c   the kernel function_graph-like text view, the note on damage, and the helpers
+ *             shared by the views (output buffer, numbers, durations, call stacks)
  *   chrome.c  Chrome Trace Event JSON (chrome://tracing, Perfetto UI)
  *
  * Memory: the tables (processes, modules, site names, threads, one small index entry per
@@ -42,24 +43,24 @@ struct frp_module {
 struct frp_process {
     uint32_t idx; /* dense index in the report, in order of discovery */
     uint32_t pid, ppid;
-    int has_info;           /* a PROCESS chunk was read */
-    int has_end;            /* an END chunk was read (else: killed, or the file is cut) */
+    int has_info; /* a PROCESS chunk was read */
+    int has_end;  /* an END chunk was read (else: killed, or the file is cut) */
     struct ftr_end_info end;
     uint64_t session_id, start_realtime_ns, start_tsc, tsc_hz;
-    double ns_per_tick;     /* 1e9 / tsc_hz; borrowed from another process when unknown */
-    int clock_guessed;      /* no tsc_hz anywhere: ns_per_tick is a guess (1.0) */
-    const char *cmdline;    /* argv joined for display (never NULL) */
-    const char *exe;        /* may be NULL */
+    double ns_per_tick;  /* 1e9 / tsc_hz; borrowed from another process when unknown */
+    int clock_guessed;   /* no tsc_hz anywhere: ns_per_tick is a guess (1.0) */
+    const char *cmdline; /* argv joined for display (never NULL) */
+    const char *exe;     /* may be NULL */
     struct frp_module *modules;
     uint32_t nmodules;
     int has_sites;          /* SITES chunks were read for it (else it may use its parent's) */
     struct frp_name *sites; /* by site index; .s == NULL when the index has no name */
     uint32_t nsites;        /* size of sites[] (max index + 1) */
     uint32_t nthreads;
-    uint64_t first_tsc;     /* first event's tsc bound (UINT64_MAX when no events) */
+    uint64_t first_tsc;         /* first event's tsc bound (UINT64_MAX when no events) */
     struct frp_process *parent; /* the instance of ppid that forked it, if in the file */
     int after_exec;             /* an earlier instance had the same pid: this one exec()ed */
-    int selected;           /* has a selected thread (see frp_report_select) */
+    int selected;               /* has a selected thread (see frp_report_select) */
 };
 
 struct frp_thread {
@@ -86,15 +87,15 @@ struct frp_report {
     const char *path;
     struct frp_process **procs; /* by idx */
     uint32_t nprocs;
-    struct frp_process **order; /* the same, in order of process start */
+    struct frp_process **order;  /* the same, in order of process start */
     struct frp_thread **threads; /* by idx */
     uint32_t nthreads;
     struct frp_chunk *chunks;
     uint32_t nchunks;
-    uint64_t base_tsc;     /* earliest process start or event: time 0 of the Chrome view */
-    uint64_t good_chunks;  /* chunks read and understood during loading */
-    uint64_t bad_meta;     /* metadata chunks whose payload did not decode */
-    uint64_t bad_events;   /* EVENTS chunks with undecodable event data (found while merging) */
+    uint64_t base_tsc;    /* earliest process start or event: time 0 of the Chrome view */
+    uint64_t good_chunks; /* chunks read and understood during loading */
+    uint64_t bad_meta;    /* metadata chunks whose payload did not decode */
+    uint64_t bad_events;  /* EVENTS chunks with undecodable event data (found while merging) */
     struct frp_report_priv *priv;
 };
 
@@ -105,6 +106,9 @@ struct frp_report {
  *  start is not an error: see frp_report_note(). path must outlive the report. */
 int frp_report_open(const char *path, struct frp_report **out);
 void frp_report_close(struct frp_report *r);
+
+/*! frp_report_damage() : what the reader met so far (truncation, skipped bytes and chunks). */
+void frp_report_damage(const struct frp_report *r, struct ftr_damage *d);
 
 /*! frp_report_select() : chooses the threads to show: those of processes with pid (pid < 0:
  *  any) whose tid is in tids (ntids == 0: any). Everything is selected after open.
@@ -121,7 +125,7 @@ struct frp_item {
     struct ftr_event ev;
     const struct ftr_event *next; /* the same thread's next event, NULL at its end */
     struct frp_thread *thread;
-    struct frp_name name;         /* ENTRY events: the function's name; else empty */
+    struct frp_name name; /* ENTRY events: the function's name; else empty */
 };
 
 struct frp_merge;
@@ -144,8 +148,7 @@ struct frp_stats {
 
 /*! frp_report_note() : writes a one-line summary of the damage met (truncation, corrupt
  *  chunks, unmatched exits) into buf, without a newline. @return its length, 0 if all was well */
-size_t frp_report_note(const struct frp_report *r, const struct frp_stats *st, char *buf,
-                       size_t n);
+size_t frp_report_note(const struct frp_report *r, const struct frp_stats *st, char *buf, size_t n);
 
 /* ---- time ---- */
 /*! frp_ticks_to_ns() : ticks * ns_per_tick, rounded to the nearest ns. */
@@ -162,6 +165,9 @@ char frp_duration_marker(uint64_t ns);
  *  the '|': " M %7.3f us  |" (M the marker) = 16 characters, more for >= 1000 s.
  *  No NUL is written. @return the length written */
 size_t frp_fmt_duration(char *buf, uint64_t ns);
+/*! frp_sanitize() : makes s printable and valid UTF-8 in place (control characters and bytes
+ *  of invalid sequences become '?'), so that names print on one line and JSON stays valid. */
+void frp_sanitize(char *s, size_t n);
 /*! frp_fmt_u64() : decimal digits of v at p. @return the end of what was written */
 char *frp_fmt_u64(char *p, uint64_t v);
 
@@ -174,8 +180,8 @@ struct frp_out {
     int err_no;
 };
 int frp_out_init(struct frp_out *o, FILE *f, size_t cap); /* FTR_OK or FTR_E_NOMEM */
-void frp_out_flush(struct frp_out *o);                     /* to the FILE (not fflush) */
-void frp_out_free(struct frp_out *o);                      /* flushes first */
+void frp_out_flush(struct frp_out *o);                    /* to the FILE (not fflush) */
+void frp_out_free(struct frp_out *o);                     /* flushes first */
 void frp_out_write_slow(struct frp_out *o, const void *p, size_t n);
 void frp_out_spaces(struct frp_out *o, size_t n);
 static inline void frp_out_write(struct frp_out *o, const void *p, size_t n)
@@ -192,8 +198,7 @@ static inline void frp_out_write(struct frp_out *o, const void *p, size_t n)
  * adds what it used to o->len. */
 static inline char *frp_out_room(struct frp_out *o, size_t n)
 {
-    if (__builtin_expect(o->len + n > o->cap, 0))
-        frp_out_flush(o);
+    if (__builtin_expect(o->len + n > o->cap, 0)) frp_out_flush(o);
     return o->buf + o->len;
 }
 
@@ -210,8 +215,7 @@ struct frp_stack {
 int frp_stack_grow(struct frp_stack *s); /* FTR_OK or FTR_E_NOMEM */
 static inline struct frp_frame *frp_stack_push(struct frp_stack *s)
 {
-    if (__builtin_expect(s->depth == s->cap, 0) && frp_stack_grow(s) != FTR_OK)
-        return NULL;
+    if (__builtin_expect(s->depth == s->cap, 0) && frp_stack_grow(s) != FTR_OK) return NULL;
     return &s->f[s->depth++];
 }
 

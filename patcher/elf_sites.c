@@ -614,7 +614,7 @@ static int scan_lists(struct scan *s, int *found_mcount_loc, int *found_pfe)
             continue;
         rc = collect_list(s, &sh, &v, &n, &cap);
     }
-    if (!rc) {
+    if (!rc && n) {
         qsort(v, n, sizeof *v, cmp_u64);
         for (size_t i = 0; i < n && !rc; i++)
             if (!i || v[i] != v[i - 1])
@@ -636,7 +636,8 @@ static int scan_functions(struct scan *s)
         return oom(s);
     for (size_t i = 0; i < s->nsyms; i++)
         f[i] = s->syms[i].addr;
-    memcpy(f + s->nsyms, s->starts, s->nstarts * sizeof *f);
+    if (s->nstarts)
+        memcpy(f + s->nsyms, s->starts, s->nstarts * sizeof *f);
     qsort(f, n, sizeof *f, cmp_u64);
 
     int rc = 0;
@@ -696,7 +697,8 @@ static int cmp_site(const void *a, const void *b)
 /* Sorts and deduplicates the sites and moves their names into one block owned by m. */
 static int finish(struct scan *s, struct ftr_module *m)
 {
-    qsort(s->sites, s->nsites, sizeof *s->sites, cmp_site);
+    if (s->nsites)
+        qsort(s->sites, s->nsites, sizeof *s->sites, cmp_site);
     size_t n = 0;
     for (size_t i = 0; i < s->nsites; i++)
         if (!n || s->sites[i].addr != s->sites[n - 1].addr)

@@ -117,8 +117,6 @@ static void start_clocks(void)
 
 static void print_summary(void)
 {
-    extern int ftr_writer_failed(void);
-    extern uint64_t ftr_writer_dropped(void);
     int failed = ftr_writer_failed();
     uint64_t lost = end_info.lost;
     if (failed)
@@ -139,6 +137,16 @@ static void sum_thread(struct ftr_thread *thr, void *arg)
     }
 }
 
+static void fill_end(uint32_t how, int code)
+{
+    end_info.tsc = ftr_rdtsc();
+    end_info.how = how;
+    end_info.code = code;
+    end_info.sites = ftr_g.sites;
+    end_info.patched = ftr_g.patched;
+    end_info.skipped = ftr_g.skipped;
+}
+
 /* The process ends (exit status or signal known in how/code): stop recording, write all that
  * was recorded, then the END chunk. Runs once. */
 static void finish(uint32_t how, int code)
@@ -147,12 +155,7 @@ static void finish(uint32_t how, int code)
         return;
     atomic_store(&ftr_g.recording, 0);
     ftr_tls.in_slow = 1; /* this thread records nothing more */
-    end_info.tsc = ftr_rdtsc();
-    end_info.how = how;
-    end_info.code = code;
-    end_info.sites = ftr_g.sites;
-    end_info.patched = ftr_g.patched;
-    end_info.skipped = ftr_g.skipped;
+    fill_end(how, code);
     ftr_for_each_thread(sum_thread, &end_info);
     ftr_writer_stop(&end_info);
     end_info.bytes_raw = 0;
@@ -175,6 +178,44 @@ __attribute__((visibility("default"), noreturn)) void _exit(int status)
         syscall(SYS_exit_group, status);
 }
 __attribute__((visibility("default"), noreturn)) void _Exit(int status) { _exit(status); }
+
+/* Best effort on a fatal signal: flush what was recorded, then die of the same signal. The
+ * handlers are installed only where the program left the default action; a program that
+ * installs its own handler later replaces ours, as it expects. */
+static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP,
+                                    SIGSYS,  SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+
+static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    int saved = errno;
+    if (ftr_g.ready && !atomic_exchange(&ended, 1)) {
+        atomic_store(&ftr_g.recording, 0);
+        fill_end(FTR_END_SIGNAL, sig);
+        ftr_writer_stop_from_signal(&end_info);
+    }
+    /* SA_RESETHAND restored the default action: a fault re-executes and kills; a sent signal
+     * is sent again (it stays pending until we return). */
+    if (si->si_code <= 0 || sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT ||
+        sig == SIGABRT)
+        syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig);
+    errno = saved;
+}
+
+static void install_fatal_handlers(void)
+{
+    for (size_t i = 0; i < sizeof fatal_signals / sizeof fatal_signals[0]; i++) {
+        struct sigaction old, sa;
+        if (sigaction(fatal_signals[i], NULL, &old) < 0 || old.sa_handler != SIG_DFL ||
+            (old.sa_flags & SA_SIGINFO))
+            continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_fatal_signal;
+        sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        sigaction(fatal_signals[i], &sa, NULL);
+    }
+}
 
 static void child_after_fork(void)
 {
@@ -220,6 +261,7 @@ __attribute__((constructor)) static void ftr_init(void)
     atomic_store(&ftr_g.recording, 1);
     ftr_g.ready = 1;
     on_exit(on_exit_handler, NULL);
+    install_fatal_handlers();
     if (ftr_modules_patch_all(err, sizeof err) < 0) {
         ftr_msg("%s; running untraced", err);
         return;

@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,8 @@ static pthread_t writer_thread;
 static pthread_mutex_t w_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t w_cond = PTHREAD_COND_INITIALIZER;
 static int w_kick, w_stop, w_running;
+static atomic_int w_sigstop; /* a fatal signal asks for the final flush (no locks there) */
+static atomic_int w_done;    /* the END chunk is written */
 static struct ftr_buf w_meta;           /* pre-encoded metadata chunks waiting to be written */
 static const struct ftr_end_info *w_end; /* set by ftr_writer_stop */
 
@@ -181,7 +184,7 @@ static void *writer_main(void *arg)
             ts.tv_nsec = (long)(wait_ns % 1000000000u);
             pthread_cond_timedwait(&w_cond, &w_lock, &ts);
         }
-        int stop = w_stop;
+        int stop = w_stop || atomic_load(&w_sigstop);
         w_kick = 0;
         pthread_mutex_unlock(&w_lock);
 
@@ -203,6 +206,8 @@ static void *writer_main(void *arg)
     end.calls = calls_total;
     ftr_enc_end(enc, ftr_g.pid, &end, &out);
     flush_out();
+    atomic_store(&w_done, 1);
+    syscall(SYS_futex, &w_done, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
     return NULL;
 }
 
@@ -248,6 +253,21 @@ void ftr_writer_stop(const struct ftr_end_info *end)
     pthread_mutex_unlock(&w_lock);
     pthread_join(writer_thread, NULL);
     w_running = 0;
+}
+
+/* From a fatal signal handler: only async-signal-safe steps. The writer notices the flag at
+ * its next wake-up (at most one flush period away) and does the final flush; we wait for it
+ * with a bounded futex wait so that a wedged writer cannot hang the dying process. */
+void ftr_writer_stop_from_signal(const struct ftr_end_info *end)
+{
+    if (!w_running)
+        return;
+    w_end = end;
+    atomic_store(&w_sigstop, 1);
+    for (int i = 0; i < 40 && !atomic_load(&w_done); i++) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        syscall(SYS_futex, &w_done, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+    }
 }
 
 uint64_t ftr_writer_dropped(void) { return bytes_dropped; }

@@ -19,8 +19,7 @@ static char tmp_path[64];
 
 static void cleanup_tmp(void)
 {
-    if (tmp_path[0])
-        unlink(tmp_path);
+    if (tmp_path[0]) unlink(tmp_path);
     tmp_path[0] = 0;
 }
 TestSuite(report, .fini = cleanup_tmp);
@@ -44,8 +43,8 @@ static char *dur(uint64_t ns)
 }
 
 /* A hand-made process (1 tick = 1 ns) with two threads, fed to a renderer event by event. */
-static struct frp_name names[] = {{"?", 1},    {"main", 4},   {"leaf", 4},
-                                  {"mid", 3},  {"xpread", 6}, {"worker", 6}};
+static struct frp_name names[] = {{"?", 1},   {"main", 4},   {"leaf", 4},
+                                  {"mid", 3}, {"xpread", 6}, {"worker", 6}};
 static struct frp_process proc = {
     .pid = 4242, .ns_per_tick = 1.0, .cmdline = "./prog", .nthreads = 2, .sites = names};
 static struct frp_thread threads[] = {{.idx = 0, .tid = 4242, .proc = &proc},
@@ -58,10 +57,22 @@ struct tev {
     uint64_t tsc;
     uint64_t arg;
 };
-#define E(th, site, tsc) {th, FTR_EV_ENTRY, site, tsc, 0}
-#define X(th, site, tsc) {th, FTR_EV_EXIT, site, tsc, 0}
-#define U(th, site, tsc) {th, FTR_EV_UNWIND, site, tsc, 0}
-#define LOST(th, tsc, n) {th, FTR_EV_SPECIAL, FTR_SP_LOST, tsc, n}
+#define E(th, site, tsc)                                                                           \
+    {                                                                                              \
+        th, FTR_EV_ENTRY, site, tsc, 0                                                             \
+    }
+#define X(th, site, tsc)                                                                           \
+    {                                                                                              \
+        th, FTR_EV_EXIT, site, tsc, 0                                                              \
+    }
+#define U(th, site, tsc)                                                                           \
+    {                                                                                              \
+        th, FTR_EV_UNWIND, site, tsc, 0                                                            \
+    }
+#define LOST(th, tsc, n)                                                                           \
+    {                                                                                              \
+        th, FTR_EV_SPECIAL, FTR_SP_LOST, tsc, n                                                    \
+    }
 
 /* Renders evs (in merge order) as the merge would feed them; returns the text (free it). */
 static char *render(const struct tev *evs, size_t n, struct frp_stats *st)
@@ -79,15 +90,12 @@ static char *render(const struct tev *evs, size_t n, struct frp_stats *st)
     for (size_t i = 0; i < n; i++) {
         struct frp_item it = {.ev = evbuf[i], .thread = &threads[evs[i].th]};
         for (size_t k = i + 1; k < n && !it.next; k++)
-            if (evs[k].th == evs[i].th)
-                it.next = &evbuf[k];
-        if (evs[i].kind == FTR_EV_ENTRY)
-            it.name = names[evs[i].site];
+            if (evs[k].th == evs[i].th) it.next = &evbuf[k];
+        if (evs[i].kind == FTR_EV_ENTRY) it.name = names[evs[i].site];
         frp_graph_event(g, &it);
     }
     cr_assert_eq(frp_graph_finish(g), 0);
-    if (st)
-        *st = *frp_graph_stats(g);
+    if (st) *st = *frp_graph_stats(g);
     frp_graph_free(g);
     fclose(f);
     return text;
@@ -95,8 +103,7 @@ static char *render(const struct tev *evs, size_t n, struct frp_stats *st)
 
 static void expect_text(const char *got, const char *want)
 {
-    if (strcmp(got, want) != 0)
-        cr_log_error("got:\n%s\nwant:\n%s", got, want);
+    if (strcmp(got, want) != 0) cr_log_error("got:\n%s\nwant:\n%s", got, want);
     cr_assert_str_eq(got, want);
 }
 
@@ -124,10 +131,9 @@ Test(report, duration_markers_strictly_greater)
         uint64_t ns;
         char mark;
     } cases[] = {
-        {0, ' '},          {10000, ' '},         {10001, '+'},         {100000, '+'},
-        {100001, '!'},     {1000000, '!'},       {1000001, '#'},       {10000000, '#'},
-        {10000001, '*'},   {100000000, '*'},     {100000001, '@'},     {1000000000, '@'},
-        {1000000001, '$'}, {UINT64_MAX, '$'},
+        {0, ' '},         {10000, ' '},      {10001, '+'},      {100000, '+'},     {100001, '!'},
+        {1000000, '!'},   {1000001, '#'},    {10000000, '#'},   {10000001, '*'},   {100000000, '*'},
+        {100000001, '@'}, {1000000000, '@'}, {1000000001, '$'}, {UINT64_MAX, '$'},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         cr_assert_eq(frp_duration_marker(cases[i].ns), cases[i].mark, "%llu ns",
@@ -151,8 +157,8 @@ Test(report, ticks_to_ns)
 Test(report, graph_leaf_nesting_closing)
 {
     static const struct tev evs[] = {
-        E(0, 1, 1000), E(0, 2, 1100),  X(0, 2, 1418),   E(0, 3, 1500),  E(0, 2, 1600),
-        X(0, 2, 1720), X(0, 3, 2902),  X(0, 1, 13206),  E(0, 4, 20000), X(0, 4, 184724),
+        E(0, 1, 1000), E(0, 2, 1100), X(0, 2, 1418),  E(0, 3, 1500),  E(0, 2, 1600),
+        X(0, 2, 1720), X(0, 3, 2902), X(0, 1, 13206), E(0, 4, 20000), X(0, 4, 184724),
     };
     struct frp_stats st;
     char *out = render(evs, sizeof evs / sizeof *evs, &st);
@@ -181,8 +187,8 @@ Test(report, graph_open_calls_stay_open)
 
 Test(report, graph_unwind)
 {
-    static const struct tev evs[] = {E(0, 1, 0), E(0, 3, 100), E(0, 2, 200), U(0, 2, 5300),
-                                     U(0, 3, 5300), X(0, 1, 6000)};
+    static const struct tev evs[] = {E(0, 1, 0),    E(0, 3, 100),  E(0, 2, 200),
+                                     U(0, 2, 5300), U(0, 3, 5300), X(0, 1, 6000)};
     char *out = render(evs, 6, NULL);
     expect_text(out, "  4242)               |  main() {\n"
                      "  4242)               |    mid() {\n"
@@ -195,9 +201,8 @@ Test(report, graph_unwind)
 
 Test(report, graph_unmatched_and_mismatched_exits)
 {
-    static const struct tev evs[] = {X(0, 3, 0),   U(0, 2, 5),   E(0, 1, 10),
-                                     E(0, 2, 20),  X(0, 3, 40),  X(0, 1, 50),
-                                     X(0, 1, 60)};
+    static const struct tev evs[] = {X(0, 3, 0),  U(0, 2, 5),  E(0, 1, 10), E(0, 2, 20),
+                                     X(0, 3, 40), X(0, 1, 50), X(0, 1, 60)};
     struct frp_stats st;
     char *out = render(evs, 7, &st);
     expect_text(out, "  4242)               |  main() {\n"
@@ -275,13 +280,21 @@ Test(report, json_escape)
     FILE *f = open_memstream(&text, &len);
     struct frp_out o;
     cr_assert_eq(frp_out_init(&o, f, 8), FTR_OK); /* tiny buffer: exercise the slow paths */
-    static const char s[] = "a\"b\\c\nd\x01" "e operator<<(int)";
+    static const char s[] = "a\"b\\c\nd\x01"
+                            "e operator<<(int)";
     frp_json_escape(&o, s, sizeof s - 1);
     frp_out_spaces(&o, 3);
     frp_out_free(&o);
     fclose(f);
     cr_assert_str_eq(text, "a\\\"b\\\\c\\nd\\u0001e operator<<(int)   ");
     free(text);
+}
+
+Test(report, sanitize_names)
+{
+    char s[] = "a\nb\xff\xc3\xa9\xe2\x82\xac\xed\xa0\x80z\xf0\x9f\x98\x80\xc3";
+    frp_sanitize(s, sizeof s - 1);
+    cr_assert_str_eq(s, "a?b?\xc3\xa9\xe2\x82\xac???z\xf0\x9f\x98\x80?");
 }
 
 /* ---------------------------------------------------------------- pipeline on real files */
@@ -302,8 +315,12 @@ static void tb_init(struct tb *b)
 static void tb_process(struct tb *b, uint32_t pid, uint32_t ppid, uint64_t start_tsc,
                        const char *const *argv, uint32_t argc)
 {
-    struct ftr_process_info pi = {.pid = pid, .ppid = ppid, .start_tsc = start_tsc,
-                                  .tsc_hz = 1000000000, .argc = argc, .argv = argv,
+    struct ftr_process_info pi = {.pid = pid,
+                                  .ppid = ppid,
+                                  .start_tsc = start_tsc,
+                                  .tsc_hz = 1000000000,
+                                  .argc = argc,
+                                  .argv = argv,
                                   .exe = "/bin/prog"};
     cr_assert_eq(ftr_enc_process(b->e, &pi, &b->f), FTR_OK);
 }
@@ -344,8 +361,8 @@ static void build_example(struct tb *b)
     static const char *const argv[] = {"./prog", "arg1", "arg2"};
     static const struct tev c1[] = {E(0, 1, 1000), E(0, 2, 1100), X(0, 2, 1418), E(0, 3, 1500),
                                     E(0, 2, 1600)};
-    static const struct tev c2[] = {X(0, 2, 1720), X(0, 3, 2902), X(0, 1, 13206),
-                                    E(0, 4, 20000), X(0, 4, 184724)};
+    static const struct tev c2[] = {X(0, 2, 1720), X(0, 3, 2902), X(0, 1, 13206), E(0, 4, 20000),
+                                    X(0, 4, 184724)};
     static const struct tev w[] = {E(1, 5, 1200), LOST(1, 1300, 123), X(1, 5, 5000)};
     tb_init(b);
     tb_process(b, 4242, 1, 1000, argv, 3);
@@ -378,18 +395,15 @@ static char *report_graph(const char *path, long pid, const uint32_t *tids, size
 {
     struct frp_report *r;
     cr_assert_eq(frp_report_open(path, &r), FTR_OK);
-    if (pid >= 0 || ntids)
-        frp_report_select(r, pid, tids, ntids);
+    if (pid >= 0 || ntids) frp_report_select(r, pid, tids, ntids);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     struct frp_stats s;
     cr_assert_eq(frp_render_graph(r, f, &s), FTR_OK);
     fclose(f);
-    if (st)
-        *st = s;
-    if (note)
-        frp_report_note(r, &s, note, note_len);
+    if (st) *st = s;
+    if (note) frp_report_note(r, &s, note, note_len);
     frp_report_close(r);
     return text;
 }
@@ -483,14 +497,15 @@ Test(report, pipeline_chrome_json)
     unlink(json_path);
     cr_assert_eq(rc, 0, "json.tool rejected:\n%s", text);
     cr_assert(strncmp(text, "{\"traceEvents\":[\n", 17) == 0);
-    cr_assert_not_null(strstr(text, "{\"ph\":\"M\",\"pid\":4242,\"tid\":4242,\"name\":\"process_name\","
-                                    "\"args\":{\"name\":\"./prog arg1 arg2\"}}"));
+    cr_assert_not_null(strstr(text,
+                              "{\"ph\":\"M\",\"pid\":4242,\"tid\":4242,\"name\":\"process_name\","
+                              "\"args\":{\"name\":\"./prog arg1 arg2\"}}"));
     cr_assert_not_null(strstr(text, "\"name\":\"thread_name\",\"args\":{\"name\":\"worker "
                                     "\\\"1\\\"\"}}"));
     cr_assert_not_null(
         strstr(text, "{\"ph\":\"B\",\"pid\":4242,\"tid\":4242,\"ts\":0.000,\"name\":\"main\"}"));
-    cr_assert_not_null(
-        strstr(text, "{\"ph\":\"E\",\"pid\":4242,\"tid\":4242,\"ts\":183.724,\"name\":\"xpread\"}"));
+    cr_assert_not_null(strstr(
+        text, "{\"ph\":\"E\",\"pid\":4242,\"tid\":4242,\"ts\":183.724,\"name\":\"xpread\"}"));
     cr_assert_not_null(strstr(text, "{\"ph\":\"i\",\"pid\":4242,\"tid\":4243,\"ts\":0.300,"
                                     "\"s\":\"t\",\"name\":\"lost 123 events\"}"));
     cr_assert(strcmp(text + n - 4, "\n]}\n") == 0);
@@ -528,8 +543,7 @@ Test(report, pipeline_corrupt_chunk_skipped)
     struct ftr_chunk_hdr h;
     uint64_t off = 0, woff = 0;
     while (ftr_reader_next(rd, &h, &off) == FTR_OK)
-        if (h.type == FTR_CHUNK_EVENTS && h.tid == 4243)
-            woff = off;
+        if (h.type == FTR_CHUNK_EVENTS && h.tid == 4243) woff = off;
     ftr_reader_close(rd);
     cr_assert(woff);
     b.f.data[woff + FTR_CHUNK_HEADER_SIZE + 6] ^= 0xff;
@@ -601,6 +615,28 @@ Test(report, pipeline_multi_process_and_exec)
                       "#  |        |   |             |   |   |   |\n"
                       "    20)     0.100 us  |  <site 3>();\n");
     cr_assert_str_eq(note, "no end record for 2 processes (killed?)");
+    free(text);
+    ftr_buf_free(&b.f);
+}
+
+Test(report, pipeline_note_on_unmatched_exits)
+{
+    static const char *const argv[] = {"./late"};
+    /* tracing began inside two calls: their exits have no entry */
+    static const struct tev evs[] = {E(0, 2, 100), X(0, 2, 150), X(0, 3, 200), X(0, 1, 300)};
+    struct tb b;
+    tb_init(&b);
+    tb_process(&b, 5, 1, 0, argv, 1);
+    tb_sites(&b, 5);
+    tb_events(&b, 5, 5, evs, 4);
+    tb_end(&b, 5, 1);
+    tb_done(&b);
+    char note[256];
+    struct frp_stats st;
+    char *text = report_graph(write_tmp(b.f.data, b.f.len), -1, NULL, 0, &st, note, sizeof note);
+    cr_assert_not_null(strstr(text, "     5)     0.050 us  |  leaf();\n"));
+    cr_assert_eq(st.unmatched, 2);
+    cr_assert_str_eq(note, "skipped 2 unmatched exits");
     free(text);
     ftr_buf_free(&b.f);
 }

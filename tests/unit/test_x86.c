@@ -212,7 +212,8 @@ static const struct ftr_hook_targets T = {.fentry_got = FENTRY_GOT,
 /* Appends the prologue bytes and a call at their end to buf. kind: 0xe8 or 0x15 (ff 15). */
 static size_t mk(uint8_t *buf, const uint8_t *pro, size_t plen, int kind, uint64_t target)
 {
-    memcpy(buf, pro, plen);
+    if (plen)
+        memcpy(buf, pro, plen);
     size_t n = plen;
     if (kind == 0xe8) {
         int32_t r = (int32_t)(target - (AT + n + 5));
