@@ -91,7 +91,7 @@ void frp_graph_header(struct frp_graph *g, const struct frp_process *p)
         n = snprintf(line, sizeof line, "  %llu call%s", (unsigned long long)p->end.calls,
                      p->end.calls == 1 ? "" : "s");
     else
-        n = snprintf(line, sizeof line, "  (no end record)");
+        n = snprintf(line, sizeof line, "  ? calls (no end record)");
     frp_out_write(o, line, (size_t)n);
     if (p->clock_guessed) frp_out_lit(o, "  (clock rate unknown: durations are in ticks)");
     frp_out_lit(o, "\n#  TID      DURATION          FUNCTION CALLS\n"

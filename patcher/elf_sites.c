@@ -75,7 +75,10 @@ static int fail(struct scan *s, const char *fmt, ...)
     return -1;
 }
 
-static int oom(struct scan *s) { return fail(s, "%s: out of memory", s->path); }
+static int oom(struct scan *s)
+{
+    return fail(s, "%s: out of memory", s->path);
+}
 
 /* ---- live memory ---- */
 
@@ -104,11 +107,9 @@ static int is_endbr64(const uint8_t *c, size_t avail)
 static int load_segments(struct scan *s, const void *phdr, unsigned phnum, struct ftr_module *m)
 {
     size_t n = phnum;
-    if (!phdr && elf_getphdrnum(s->elf, &n) != 0)
-        return fail(s, "%s: no program headers", s->path);
+    if (!phdr && elf_getphdrnum(s->elf, &n) != 0) return fail(s, "%s: no program headers", s->path);
     s->segs = calloc(n ? n : 1, sizeof *s->segs);
-    if (!s->segs)
-        return oom(s);
+    if (!s->segs) return oom(s);
     for (size_t i = 0; i < n; i++) {
         GElf_Phdr ph;
         if (phdr) {
@@ -120,16 +121,13 @@ static int load_segments(struct scan *s, const void *phdr, unsigned phnum, struc
         } else if (!gelf_getphdr(s->elf, (int)i, &ph)) {
             continue;
         }
-        if (ph.p_type != PT_LOAD || !ph.p_memsz)
-            continue;
+        if (ph.p_type != PT_LOAD || !ph.p_memsz) continue;
         struct seg *g = &s->segs[s->nsegs++];
         g->lo = s->base + ph.p_vaddr;
         g->hi = g->lo + ph.p_memsz;
         g->flags = ph.p_flags;
-        if (!m->lo || g->lo < m->lo)
-            m->lo = g->lo;
-        if (g->hi > m->hi)
-            m->hi = g->hi;
+        if (!m->lo || g->lo < m->lo) m->lo = g->lo;
+        if (g->hi > m->hi) m->hi = g->hi;
     }
     return 0;
 }
@@ -147,8 +145,7 @@ static Elf_Scn *find_scn_type(const struct scan *s, uint32_t type)
     Elf_Scn *scn = NULL;
     GElf_Shdr sh;
     while ((scn = elf_nextscn(s->elf, scn)))
-        if (gelf_getshdr(scn, &sh) && sh.sh_type == type)
-            return scn;
+        if (gelf_getshdr(scn, &sh) && sh.sh_type == type) return scn;
     return NULL;
 }
 
@@ -161,18 +158,15 @@ static int scn_is_exec(const struct scan *s, size_t ndx)
 
 static int hook_kind(const char *name)
 {
-    if (!strcmp(name, "__fentry__"))
-        return HOOK_FENTRY;
-    if (!strcmp(name, "mcount") || !strcmp(name, "_mcount"))
-        return HOOK_MCOUNT;
+    if (!strcmp(name, "__fentry__")) return HOOK_FENTRY;
+    if (!strcmp(name, "mcount") || !strcmp(name, "_mcount")) return HOOK_MCOUNT;
     return -1;
 }
 
 static void add_call(struct scan *s, int kind, uint64_t target)
 {
     uint64_t *c = s->call[kind];
-    if (!target || c[0] == target || c[1] == target)
-        return;
+    if (!target || c[0] == target || c[1] == target) return;
     if (!c[0])
         c[0] = target;
     else if (!c[1])
@@ -182,8 +176,7 @@ static void add_call(struct scan *s, int kind, uint64_t target)
 static int cmp_fsym(const void *a, const void *b)
 {
     const struct fsym *x = a, *y = b;
-    if (x->addr != y->addr)
-        return x->addr < y->addr ? -1 : 1;
+    if (x->addr != y->addr) return x->addr < y->addr ? -1 : 1;
     return (int)x->rank - (int)y->rank;
 }
 
@@ -198,29 +191,24 @@ static int load_symbols(struct scan *s, Elf_Scn *scn, int keep)
 {
     GElf_Shdr sh;
     Elf_Data *d = gelf_getshdr(scn, &sh) ? elf_getdata(scn, NULL) : NULL;
-    if (!d || !sh.sh_entsize)
-        return 0;
+    if (!d || !sh.sh_entsize) return 0;
     size_t n = sh.sh_size / sh.sh_entsize;
     if (keep) {
         s->syms = calloc(n ? n : 1, sizeof *s->syms);
-        if (!s->syms)
-            return oom(s);
+        if (!s->syms) return oom(s);
     }
     for (size_t i = 1; i < n; i++) {
         GElf_Sym sym;
-        if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC)
-            continue;
+        if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC) continue;
         if (sym.st_shndx == SHN_UNDEF || sym.st_shndx >= SHN_LORESERVE ||
             !scn_is_exec(s, sym.st_shndx))
             continue;
         const char *name = elf_strptr(s->elf, sh.sh_link, sym.st_name);
-        if (!name || !*name)
-            continue;
+        if (!name || !*name) continue;
         int kind = hook_kind(name);
         if (kind >= 0)
             add_call(s, kind, s->base + sym.st_value); /* defined here: calls may be direct */
-        if (!keep)
-            continue;
+        if (!keep) continue;
         unsigned bind = GELF_ST_BIND(sym.st_info);
         struct fsym *f = &s->syms[s->nsyms++];
         f->addr = s->base + sym.st_value;
@@ -228,8 +216,7 @@ static int load_symbols(struct scan *s, Elf_Scn *scn, int keep)
         f->name = name;
         f->rank = bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2;
     }
-    if (keep)
-        qsort(s->syms, s->nsyms, sizeof *s->syms, cmp_fsym);
+    if (keep) qsort(s->syms, s->nsyms, sizeof *s->syms, cmp_fsym);
     return 0;
 }
 
@@ -239,31 +226,26 @@ static void load_got_slots(struct scan *s)
     Elf_Scn *scn = NULL;
     GElf_Shdr sh;
     while ((scn = elf_nextscn(s->elf, scn))) {
-        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !sh.sh_entsize)
-            continue;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !sh.sh_entsize) continue;
         Elf_Scn *symscn = elf_getscn(s->elf, sh.sh_link);
         GElf_Shdr symsh;
         Elf_Data *rd = elf_getdata(scn, NULL);
         Elf_Data *sd = symscn ? elf_getdata(symscn, NULL) : NULL;
-        if (!rd || !sd || !gelf_getshdr(symscn, &symsh))
-            continue;
+        if (!rd || !sd || !gelf_getshdr(symscn, &symsh)) continue;
         size_t n = sh.sh_size / sh.sh_entsize;
         for (size_t i = 0; i < n; i++) {
             GElf_Rela r;
             GElf_Sym sym;
-            if (!gelf_getrela(rd, (int)i, &r))
-                continue;
+            if (!gelf_getrela(rd, (int)i, &r)) continue;
             unsigned type = GELF_R_TYPE(r.r_info);
             if ((type != R_X86_64_GLOB_DAT && type != R_X86_64_JUMP_SLOT) ||
                 !GELF_R_SYM(r.r_info) || !gelf_getsym(sd, (int)GELF_R_SYM(r.r_info), &sym))
                 continue;
             const char *name = elf_strptr(s->elf, symsh.sh_link, sym.st_name);
             int kind = name ? hook_kind(name) : -1;
-            if (kind < 0)
-                continue;
+            if (kind < 0) continue;
             uint64_t *slot = type == R_X86_64_GLOB_DAT ? &s->got[kind] : &s->jslot[kind];
-            if (!*slot)
-                *slot = s->base + r.r_offset;
+            if (!*slot) *slot = s->base + r.r_offset;
         }
     }
 }
@@ -277,8 +259,7 @@ static void load_plt(struct scan *s)
     Elf_Scn *scn = NULL;
     GElf_Shdr sh;
     while ((scn = elf_nextscn(s->elf, scn))) {
-        if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_EXECINSTR))
-            continue;
+        if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_EXECINSTR)) continue;
         const char *name = scn_name(s, &sh);
         if (strcmp(name, ".plt") && strcmp(name, ".plt.sec") && strcmp(name, ".plt.got") &&
             strcmp(name, ".plt.bnd"))
@@ -286,18 +267,14 @@ static void load_plt(struct scan *s)
         uint64_t lo = s->base + sh.sh_addr;
         size_t avail;
         const uint8_t *p = live(s, lo, sh.sh_size, &avail, PF_X);
-        if (!p)
-            continue;
-        if (!s->plt_lo || lo < s->plt_lo)
-            s->plt_lo = lo;
-        if (lo + avail > s->plt_hi)
-            s->plt_hi = lo + avail;
+        if (!p) continue;
+        if (!s->plt_lo || lo < s->plt_lo) s->plt_lo = lo;
+        if (lo + avail > s->plt_hi) s->plt_hi = lo + avail;
         size_t es = sh.sh_entsize >= 6 ? sh.sh_entsize : 16;
         for (size_t e = 0; e + 6 <= avail; e += es) {
             size_t end = e + es < avail ? e + es : avail;
             for (size_t k = e; k + 6 <= end; k++) {
-                if (p[k] != 0xff || p[k + 1] != 0x25)
-                    continue;
+                if (p[k] != 0xff || p[k + 1] != 0x25) continue;
                 int32_t d;
                 memcpy(&d, p + k + 2, 4);
                 uint64_t slot = lo + k + 6 + (int64_t)d;
@@ -339,8 +316,7 @@ static int have_targets(const struct ftr_hook_targets *t)
  * of a stripped file. Only the encoding every linker uses (datarel | sdata4) is read. */
 static size_t enc_size(uint8_t enc)
 {
-    if (enc == 0xff)
-        return 0; /* omitted */
+    if (enc == 0xff) return 0; /* omitted */
     switch (enc & 0x0f) {
     case 0x00:
     case 0x04:
@@ -361,8 +337,7 @@ static int load_eh_frame_hdr(struct scan *s, const void *phdr, unsigned phnum)
 {
     uint64_t at = 0, size = 0;
     size_t n = phnum;
-    if (!phdr && elf_getphdrnum(s->elf, &n) != 0)
-        return 0;
+    if (!phdr && elf_getphdrnum(s->elf, &n) != 0) return 0;
     for (size_t i = 0; i < n; i++) {
         GElf_Phdr ph;
         if (phdr) {
@@ -380,26 +355,21 @@ static int load_eh_frame_hdr(struct scan *s, const void *phdr, unsigned phnum)
     }
     size_t avail;
     const uint8_t *h = at ? live(s, at, size, &avail, PF_R) : NULL;
-    if (!h || avail < 4 || h[0] != 1 || h[3] != 0x3b)
-        return 0;
+    if (!h || avail < 4 || h[0] != 1 || h[3] != 0x3b) return 0;
     size_t ps = enc_size(h[1]), cs = enc_size(h[2]);
-    if (!ps || !cs || cs > 8 || 4 + ps + cs > avail)
-        return 0;
+    if (!ps || !cs || cs > 8 || 4 + ps + cs > avail) return 0;
     uint64_t count = 0;
     memcpy(&count, h + 4 + ps, cs); /* little-endian: the low cs bytes */
     size_t tab = 4 + ps + cs;
-    if (count > (avail - tab) / 8)
-        count = (avail - tab) / 8;
+    if (count > (avail - tab) / 8) count = (avail - tab) / 8;
     s->starts = calloc(count ? count : 1, sizeof *s->starts);
-    if (!s->starts)
-        return oom(s);
+    if (!s->starts) return oom(s);
     for (uint64_t i = 0; i < count; i++) {
         int32_t rel;
         memcpy(&rel, h + tab + i * 8, 4);
         uint64_t f = at + (int64_t)rel;
         size_t a;
-        if (live(s, f, 1, &a, PF_X))
-            s->starts[s->nstarts++] = f;
+        if (live(s, f, 1, &a, PF_X)) s->starts[s->nstarts++] = f;
     }
     qsort(s->starts, s->nstarts, sizeof *s->starts, cmp_u64);
     return 0;
@@ -414,8 +384,7 @@ static void load_build_id(struct scan *s, struct ftr_module *m)
     if (elf_getphdrnum(s->elf, &n) == 0) {
         for (size_t i = 0; i < n; i++) {
             GElf_Phdr ph;
-            if (!gelf_getphdr(s->elf, (int)i, &ph) || ph.p_type != PT_NOTE)
-                continue;
+            if (!gelf_getphdr(s->elf, (int)i, &ph) || ph.p_type != PT_NOTE) continue;
             Elf_Data *d = elf_getdata_rawchunk(s->elf, ph.p_offset, ph.p_filesz, ELF_T_NHDR);
             size_t off = 0, no, dof;
             GElf_Nhdr nh;
@@ -431,8 +400,7 @@ static void load_build_id(struct scan *s, struct ftr_module *m)
         }
     }
     while ((scn = elf_nextscn(s->elf, scn))) {
-        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
-            continue;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE) continue;
         Elf_Data *d = elf_getdata(scn, NULL);
         size_t off = 0, no, dof;
         GElf_Nhdr nh;
@@ -472,8 +440,7 @@ static int func_of(const struct scan *s, uint64_t addr, uint64_t *func, const ch
     const struct fsym *best = NULL;
     for (size_t i = lo, steps = 0; i-- > 0 && steps < 64; steps++) {
         const struct fsym *f = &s->syms[i];
-        if (best && f->addr < best->addr)
-            break;
+        if (best && f->addr < best->addr) break;
         if (addr < f->addr + f->size || (!f->size && addr == f->addr))
             if (!best || f->rank <= best->rank)
                 best = f; /* walking down: at equal addr the lower index ranks better */
@@ -491,21 +458,19 @@ static int func_of(const struct scan *s, uint64_t addr, uint64_t *func, const ch
         else
             hi = mid;
     }
-    if (!lo)
-        return 0;
+    if (!lo) return 0;
     *func = s->starts[lo - 1];
     *name = NULL;
     return 1;
 }
 
-static int add_site(struct scan *s, uint64_t addr, uint64_t func, const char *name,
-                    unsigned shape, uint8_t len, int mcount, const uint8_t *bytes)
+static int add_site(struct scan *s, uint64_t addr, uint64_t func, const char *name, unsigned shape,
+                    uint8_t len, int mcount, const uint8_t *bytes)
 {
     if (s->nsites == s->capsites) {
         size_t cap = s->capsites ? 2 * s->capsites : 64;
         struct ftr_site *n = realloc(s->sites, cap * sizeof *n);
-        if (!n)
-            return oom(s);
+        if (!n) return oom(s);
         s->sites = n;
         s->capsites = cap;
     }
@@ -523,8 +488,7 @@ static int add_site(struct scan *s, uint64_t addr, uint64_t func, const char *na
 
 /* ---- sites from the compiler's lists ---- */
 
-static int collect_list(struct scan *s, const GElf_Shdr *sh, uint64_t **v, size_t *n,
-                        size_t *cap)
+static int collect_list(struct scan *s, const GElf_Shdr *sh, uint64_t **v, size_t *n, size_t *cap)
 {
     size_t avail;
     size_t cnt = sh->sh_size / 8;
@@ -536,8 +500,7 @@ static int collect_list(struct scan *s, const GElf_Shdr *sh, uint64_t **v, size_
     if (*n + cnt > *cap) {
         size_t c = *n + cnt;
         uint64_t *nv = realloc(*v, (c ? c : 1) * sizeof *nv);
-        if (!nv)
-            return oom(s);
+        if (!nv) return oom(s);
         *v = nv;
         *cap = c;
     }
@@ -545,8 +508,7 @@ static int collect_list(struct scan *s, const GElf_Shdr *sh, uint64_t **v, size_
         uint64_t a;
         memcpy(&a, p + 8 * i, 8); /* __mcount_loc is only byte-aligned */
         /* entries of functions the linker discarded are 0 (relocated: base) */
-        if (a && a != s->base)
-            (*v)[(*n)++] = a;
+        if (a && a != s->base) (*v)[(*n)++] = a;
     }
     return 0;
 }
@@ -617,8 +579,7 @@ static int scan_lists(struct scan *s, int *found_mcount_loc, int *found_pfe)
     if (!rc && n) {
         qsort(v, n, sizeof *v, cmp_u64);
         for (size_t i = 0; i < n && !rc; i++)
-            if (!i || v[i] != v[i - 1])
-                rc = list_site(s, v[i]);
+            if (!i || v[i] != v[i - 1]) rc = list_site(s, v[i]);
     }
     free(v);
     return rc;
@@ -628,38 +589,31 @@ static int scan_lists(struct scan *s, int *found_mcount_loc, int *found_pfe)
 
 static int scan_functions(struct scan *s)
 {
-    if (!have_targets(&s->t))
-        return 0; /* nothing here calls a hook: no function can have a site */
+    if (!have_targets(&s->t)) return 0; /* nothing here calls a hook: no function can have a site */
     size_t n = s->nsyms + s->nstarts;
     uint64_t *f = malloc((n ? n : 1) * sizeof *f);
-    if (!f)
-        return oom(s);
+    if (!f) return oom(s);
     for (size_t i = 0; i < s->nsyms; i++)
         f[i] = s->syms[i].addr;
-    if (s->nstarts)
-        memcpy(f + s->nsyms, s->starts, s->nstarts * sizeof *f);
+    if (s->nstarts) memcpy(f + s->nsyms, s->starts, s->nstarts * sizeof *f);
     qsort(f, n, sizeof *f, cmp_u64);
 
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
-        if (i && f[i] == f[i - 1])
-            continue;
+        if (i && f[i] == f[i - 1]) continue;
         uint64_t limit = PROLOGUE_SPAN, fn, size = 0;
         const char *name = NULL;
         for (size_t k = sym_bound(s, f[i], 1); k < s->nsyms && s->syms[k].addr == f[i]; k++)
             if (s->syms[k].size > size)
                 size = s->syms[k].size; /* the largest alias bounds the walk */
-        if (size && size < limit)
-            limit = size;
+        if (size && size < limit) limit = size;
         size_t j = i + 1;
         while (j < n && f[j] == f[i])
             j++;
-        if (j < n && f[j] - f[i] < limit)
-            limit = f[j] - f[i];
+        if (j < n && f[j] - f[i] < limit) limit = f[j] - f[i];
         size_t avail;
         const uint8_t *c = live(s, f[i], (size_t)limit, &avail, PF_X);
-        if (!c)
-            continue;
+        if (!c) continue;
         unsigned shape;
         uint8_t len;
         int off = ftr_x86_find_site(c, avail, f[i], &s->t, &shape, &len);
@@ -678,8 +632,7 @@ static int scan_functions(struct scan *s)
         }
         uint64_t addr = f[i] + (uint64_t)off;
         int mcount = off > (is_endbr64(c, avail) ? 4 : 0);
-        if (!func_of(s, addr, &fn, &name) || fn != f[i])
-            name = NULL;
+        if (!func_of(s, addr, &fn, &name) || fn != f[i]) name = NULL;
         rc = add_site(s, addr, f[i], name, shape, len, mcount, c + off);
     }
     free(f);
@@ -697,12 +650,10 @@ static int cmp_site(const void *a, const void *b)
 /* Sorts and deduplicates the sites and moves their names into one block owned by m. */
 static int finish(struct scan *s, struct ftr_module *m)
 {
-    if (s->nsites)
-        qsort(s->sites, s->nsites, sizeof *s->sites, cmp_site);
+    if (s->nsites) qsort(s->sites, s->nsites, sizeof *s->sites, cmp_site);
     size_t n = 0;
     for (size_t i = 0; i < s->nsites; i++)
-        if (!n || s->sites[i].addr != s->sites[n - 1].addr)
-            s->sites[n++] = s->sites[i];
+        if (!n || s->sites[i].addr != s->sites[n - 1].addr) s->sites[n++] = s->sites[i];
     s->nsites = n;
 
     size_t total = 0;
@@ -713,12 +664,12 @@ static int finish(struct scan *s, struct ftr_module *m)
                           : (size_t)snprintf(hex, sizeof hex, "0x%" PRIx64, st->func - s->base) + 1;
     }
     char *names = malloc(total ? total : 1);
-    if (!names)
-        return oom(s);
+    if (!names) return oom(s);
     char *w = names;
     for (size_t i = 0; i < n; i++) {
         struct ftr_site *st = &s->sites[i];
-        int l = st->name ? sprintf(w, "%s", st->name) : sprintf(w, "0x%" PRIx64, st->func - s->base);
+        int l =
+            st->name ? sprintf(w, "%s", st->name) : sprintf(w, "0x%" PRIx64, st->func - s->base);
         st->name = w;
         w += l + 1;
     }
@@ -740,14 +691,11 @@ int ftr_module_scan(const char *path, uint64_t base, const void *phdr, unsigned 
     int fd = -1, rc = -1;
 
     memset(m, 0, sizeof *m);
-    if (err && errlen)
-        err[0] = 0;
+    if (err && errlen) err[0] = 0;
     m->base = base;
     m->method = "symbols";
-    if (!path || !*path)
-        return fail(&s, "no path for the module at 0x%" PRIx64, base);
-    if (!(m->path = strdup(path)))
-        return oom(&s);
+    if (!path || !*path) return fail(&s, "no path for the module at 0x%" PRIx64, base);
+    if (!(m->path = strdup(path))) return oom(&s);
     if (elf_version(EV_CURRENT) == EV_NONE) {
         fail(&s, "libelf: %s", elf_errmsg(-1));
         goto out;
@@ -768,14 +716,12 @@ int ftr_module_scan(const char *path, uint64_t base, const void *phdr, unsigned 
         goto out;
     }
     s.have_shstr = elf_getshdrstrndx(s.elf, &s.shstrndx) == 0;
-    if (load_segments(&s, phdr, phnum, m) || load_eh_frame_hdr(&s, phdr, phnum))
-        goto out;
+    if (load_segments(&s, phdr, phnum, m) || load_eh_frame_hdr(&s, phdr, phnum)) goto out;
     load_build_id(&s, m);
 
     Elf_Scn *symtab = find_scn_type(&s, SHT_SYMTAB);
     Elf_Scn *dynsym = find_scn_type(&s, SHT_DYNSYM);
-    if (symtab ? load_symbols(&s, symtab, 1) : dynsym ? load_symbols(&s, dynsym, 1) : 0)
-        goto out;
+    if (symtab ? load_symbols(&s, symtab, 1) : dynsym ? load_symbols(&s, dynsym, 1) : 0) goto out;
     if (symtab && dynsym && load_symbols(&s, dynsym, 0)) /* own hooks exported but stripped */
         goto out;
     load_got_slots(&s);
@@ -784,36 +730,30 @@ int ftr_module_scan(const char *path, uint64_t base, const void *phdr, unsigned 
     m->targets = s.t;
 
     int mloc = 0, pfe = 0;
-    if (scan_lists(&s, &mloc, &pfe))
-        goto out;
+    if (scan_lists(&s, &mloc, &pfe)) goto out;
     if (mloc)
         m->method = "__mcount_loc";
     else if (pfe)
         m->method = "__patchable_function_entries";
     else if (scan_functions(&s))
         goto out;
-    if (finish(&s, m))
-        goto out;
+    if (finish(&s, m)) goto out;
     m->skipped = s.skipped;
     rc = 0;
 out:
-    if (s.elf)
-        elf_end(s.elf);
-    if (fd >= 0)
-        close(fd);
+    if (s.elf) elf_end(s.elf);
+    if (fd >= 0) close(fd);
     free(s.segs);
     free(s.syms);
     free(s.starts);
     free(s.sites);
-    if (rc)
-        ftr_module_free(m);
+    if (rc) ftr_module_free(m);
     return rc;
 }
 
 void ftr_module_free(struct ftr_module *m)
 {
-    if (!m)
-        return;
+    if (!m) return;
     free(m->path);
     free(m->sites);
     free(m->names);

@@ -43,15 +43,13 @@ static int write_span(const struct ftr_poke *p, size_t from, size_t to, const ui
 {
     int same = 1;
     for (size_t i = from; i < to; i++) {
-        if (!ok[i - from])
-            continue;
+        if (!ok[i - from]) continue;
         volatile uint8_t *dst = (volatile uint8_t *)(uintptr_t)p[i].addr;
         for (unsigned k = 0; k < p[i].len; k++)
             dst[k] = p[i].bytes[k];
     }
     for (size_t i = from; i < to; i++) {
-        if (!ok[i - from])
-            continue;
+        if (!ok[i - from]) continue;
         const volatile uint8_t *src = (const volatile uint8_t *)(uintptr_t)p[i].addr;
         for (unsigned k = 0; k < p[i].len; k++)
             same &= src[k] == p[i].bytes[k];
@@ -79,14 +77,12 @@ long ftr_text_poke(const struct ftr_poke *p, size_t n, size_t *bad, size_t badca
         for (; i < n && i - from < GROUP_MAX; i++) {
             size_t len = p[i].len <= FTR_SITE_LEN_MAX ? p[i].len : FTR_SITE_LEN_MAX;
             uint64_t plo = p[i].addr & mask, phi = ((p[i].addr + len - 1) & mask) + page_size();
-            if (nok && (plo < lo || plo > hi))
-                break;
+            if (nok && (plo < lo || plo > hi)) break;
             ok[i - from] = len && p[i].len <= FTR_SITE_LEN_MAX &&
                            !memcmp((const void *)(uintptr_t)p[i].addr, p[i].expect, len);
             if (!ok[i - from]) {
                 refused++;
-                if (bad && nbad < badcap)
-                    bad[nbad++] = i;
+                if (bad && nbad < badcap) bad[nbad++] = i;
                 continue;
             }
             if (!nok++) {
@@ -96,8 +92,7 @@ long ftr_text_poke(const struct ftr_poke *p, size_t n, size_t *bad, size_t badca
                 hi = phi;
             }
         }
-        if (!nok)
-            continue;
+        if (!nok) continue;
         long r = raw_mprotect(lo, hi - lo, PROT_READ | PROT_WRITE);
         if (r < 0) {
             errno = (int)-r;

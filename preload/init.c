@@ -79,6 +79,7 @@ static void read_config(void)
     const char *out = getenv(ftr_env_name(FTR_ENV_OUTPUT));
     snprintf(ftr_g.output, sizeof ftr_g.output, "%s", out && *out ? out : FTR_DEFAULT_OUTPUT);
     ftr_g.quiet = env_long(FTR_ENV_QUIET, 0, 0, 1);
+    ftr_g.verbose = env_long(FTR_ENV_VERBOSE, 0, 0, 1);
     ftr_g.chunk_bytes = (size_t)env_long(FTR_ENV_BUFSIZE, 64, 4, 65536) * 1024;
     ftr_g.zstd_level = (int)env_long(FTR_ENV_ZSTD_LEVEL, 1, -50, 19);
     ftr_g.flush_ms = (unsigned)env_long(FTR_ENV_FLUSH_MS, 50, 1, 60000);

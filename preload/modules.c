@@ -267,5 +267,15 @@ int ftr_modules_patch_all(char *err, size_t errlen)
     }
     ftr_g.patched = n - (size_t)job.refused;
     ftr_g.skipped += (size_t)job.refused;
+    if (ftr_g.verbose) {
+        size_t used = 0;
+        for (size_t k = 0; k < nmods; k++)
+            used += mods[k].m.nsites > 0;
+        ftr_msg("patched %llu of %llu sites in %zu modules (%llu skipped); stopped %u other "
+                "threads for %.1f us, moved %u out of a site",
+                (unsigned long long)ftr_g.patched, (unsigned long long)ftr_g.sites, used,
+                (unsigned long long)ftr_g.skipped, st.threads, (double)st.ns / 1e3,
+                st.moved_ips);
+    }
     return 0;
 }

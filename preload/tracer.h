@@ -57,6 +57,7 @@ extern __thread struct ftr_tls ftr_tls __attribute__((tls_model("initial-exec"))
 struct ftr_global {
     atomic_int recording;   /* hooks record events (else they keep only the shadow stack) */
     int quiet;
+    int verbose;
     int ready;              /* constructor finished setting up */
     char output[4096];
     int fd;                 /* the trace file */

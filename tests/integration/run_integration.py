@@ -22,16 +22,18 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGS = os.path.join(HERE, "progs")
 
-# name -> (compiler, flags, link flags). gcc rejects -mnop-mcount with PIE.
+# name -> (compiler, flags, link flags, flags for a shared library). gcc rejects -mnop-mcount
+# with PIE and with -fPIC, so those sets build their libraries with -pg -mfentry.
 FLAGSETS = {
-    "gcc-pgfentry": ("gcc", "-pg -mfentry", ""),
-    "gcc-pg": ("gcc", "-pg", ""),
-    "gcc-pgfentry-nopie": ("gcc", "-pg -mfentry -fno-pie", "-no-pie"),
-    "gcc-nop": ("gcc", "-pg -mfentry -mnop-mcount -mrecord-mcount -fno-pie", "-no-pie"),
-    "gcc-pfe5": ("gcc", "-fpatchable-function-entry=5", ""),
-    "clang-pg": ("clang", "-pg", ""),
-    "clang-pgfentry": ("clang", "-pg -mfentry", ""),
-    "clang-pfe5": ("clang", "-fpatchable-function-entry=5", ""),
+    "gcc-pgfentry": ("gcc", "-pg -mfentry", "", "-pg -mfentry"),
+    "gcc-pg": ("gcc", "-pg", "", "-pg"),
+    "gcc-pgfentry-nopie": ("gcc", "-pg -mfentry -fno-pie", "-no-pie", "-pg -mfentry"),
+    "gcc-nop": ("gcc", "-pg -mfentry -mnop-mcount -mrecord-mcount -fno-pie", "-no-pie",
+                "-pg -mfentry"),
+    "gcc-pfe5": ("gcc", "-fpatchable-function-entry=5", "", "-fpatchable-function-entry=5"),
+    "clang-pg": ("clang", "-pg", "", "-pg"),
+    "clang-pgfentry": ("clang", "-pg -mfentry", "", "-pg -mfentry"),
+    "clang-pfe5": ("clang", "-fpatchable-function-entry=5", "", "-fpatchable-function-entry=5"),
 }
 
 
@@ -100,6 +102,16 @@ def check_trees(want, want_open):
     return check
 
 
+def check_ctor_thread(got, open_calls):
+    """The spinner thread, started by a library constructor before ours, was running while
+    the sites were patched: main's tree is exact, the spinner recorded only spin_leaf."""
+    trees = list(got.values())
+    assert {"main": 1, "main;spin_join": 1} in trees, "main thread's tree: %s" % trees
+    others = [t for t in trees if t != {"main": 1, "main;spin_join": 1}]
+    assert len(others) == 1 and set(others[0]) == {"spin_leaf"}, "spinner: %s" % others
+    assert not open_calls, "open: %s" % open_calls
+
+
 def check_ends_thread(got, open_calls):
     """main's tree is exact; the spinner thread, still running at exit, has some spin() calls
     recorded and no other function."""
@@ -145,6 +157,7 @@ CASES = {
     "ends-segv": ("ends.c", ["segv"], check_trees(ENDS_TREE, ENDS_OPEN), "-pthread"),
     "ends-abort": ("ends.c", ["abort"], check_trees(ENDS_TREE, ENDS_OPEN), "-pthread"),
     "ends-thread": ("ends.c", ["thread"], check_ends_thread, "-pthread"),
+    "ctor-thread": ("ctor_thread.c", [], check_ctor_thread, "-pthread", "libspin.c"),
 }
 
 
@@ -156,7 +169,7 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     a = ap.parse_args()
 
-    cc, cflags, ldflags = FLAGSETS[a.flagset]
+    cc, cflags, ldflags, libflags = FLAGSETS[a.flagset]
     if not shutil.which(cc):
         print("SKIP: %s not installed" % cc)
         return 0
@@ -167,11 +180,17 @@ def main():
     opts = ["O0", "O2"] if a.opt == "both" else [a.opt]
     passed = failed = 0
     for opt in opts:
-        for name, (src, args, checker, libs) in sorted(CASES.items()):
+        for name, (src, args, checker, libs, *lib) in sorted(CASES.items()):
             tag = "%s/%s/%s" % (a.flagset, opt, name)
             exe = os.path.join(work, "%s-%s" % (src[:-2], opt))
-            cmd = ("%s -%s -g -fno-omit-frame-pointer %s -o %s %s %s %s"
-                   % (cc, opt, cflags, exe, os.path.join(PROGS, src), ldflags, libs))
+            cmd = ""
+            if lib:
+                so = os.path.join(work, "lib%s-%s.so" % (lib[0][3:-2], opt))
+                cmd = ("%s -%s -g -fPIC -shared %s -I%s -o %s %s -pthread && "
+                       % (cc, opt, libflags, PROGS, so, os.path.join(PROGS, lib[0])))
+                libs += " %s -Wl,-rpath,%s" % (so, work)
+            cmd += ("%s -%s -g -fno-omit-frame-pointer %s -I%s -o %s %s %s %s"
+                    % (cc, opt, cflags, PROGS, exe, os.path.join(PROGS, src), ldflags, libs))
             r = (subprocess.run(cmd, shell=True, capture_output=True, text=True)
                  if not os.path.exists(exe) else None)
             if r and r.returncode:

@@ -98,12 +98,10 @@ static char tmpdir[64];
 
 static void rm_tmpdir(void)
 {
-    if (!tmpdir[0])
-        return;
+    if (!tmpdir[0]) return;
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
     tmpdir[0] = 0;
 }
 
@@ -140,8 +138,7 @@ static void build(const char *name, const char *cc, const char *flags, const cha
     if (rc != 0) {
         char log[128];
         snprintf(log, sizeof log, "cat '%s/%s.log' >&2", tmpdir, name);
-        if (system(log) != 0)
-            fprintf(stderr, "(no log)\n");
+        if (system(log) != 0) fprintf(stderr, "(no log)\n");
     }
     cr_assert_eq(rc, 0, "build failed: %s", cmd);
 }
@@ -160,8 +157,7 @@ static int find_module(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
     struct loaded *l = arg;
-    if (!info->dlpi_name || strcmp(info->dlpi_name, l->path))
-        return 0;
+    if (!info->dlpi_name || strcmp(info->dlpi_name, l->path)) return 0;
     l->base = info->dlpi_addr;
     l->phdr = info->dlpi_phdr;
     l->phnum = info->dlpi_phnum;
@@ -216,8 +212,7 @@ static uint8_t *make_stubs(const struct ftr_module *m)
         for (int k = 0; k < 2 && !page; k++) {
             void *p = mmap((void *)(uintptr_t)hints[k], STUB_PAGE, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-            if (p == MAP_FAILED)
-                continue;
+            if (p == MAP_FAILED) continue;
             if ((uint64_t)(uintptr_t)p != hints[k]) {
                 munmap(p, STUB_PAGE);
                 continue;
@@ -254,8 +249,7 @@ struct config {
 static const struct ftr_site *site_named(const struct ftr_module *m, const char *name)
 {
     for (size_t i = 0; i < m->nsites; i++)
-        if (!strcmp(m->sites[i].name, name))
-            return &m->sites[i];
+        if (!strcmp(m->sites[i].name, name)) return &m->sites[i];
     return NULL;
 }
 
@@ -273,8 +267,7 @@ static void check_sites(const struct config *c, const struct ftr_module *m, void
 
     for (size_t i = 0; i < m->nsites; i++) {
         const struct ftr_site *s = &m->sites[i];
-        if (i)
-            cr_assert_gt(s->addr, m->sites[i - 1].addr, "sorted, no duplicates");
+        if (i) cr_assert_gt(s->addr, m->sites[i - 1].addr, "sorted, no duplicates");
         cr_assert(s->addr >= m->lo && s->addr + s->len <= m->hi);
         cr_assert_eq(s->shape, c->shape, "%s: %s is %s", c->name, s->name,
                      ftr_site_shape_name(s->shape));
@@ -298,13 +291,11 @@ static void check_sites(const struct config *c, const struct ftr_module *m, void
             cr_assert_null(site_named(m, fn));
             continue;
         }
-        if (c->stripped && !strcmp(fn, "t_static"))
-            continue;
+        if (c->stripped && !strcmp(fn, "t_static")) continue;
         const struct ftr_site *s = site_named(m, fn);
         cr_assert_not_null(s, "%s: no site for %s", c->name, fn);
         void *sym = dlsym(h, fn);
-        if (sym)
-            cr_assert_eq(s->func, (uint64_t)(uintptr_t)sym, "%s: func of %s", c->name, fn);
+        if (sym) cr_assert_eq(s->func, (uint64_t)(uintptr_t)sym, "%s: func of %s", c->name, fn);
     }
     cr_assert_null(site_named(m, "t_alias"), "the GLOBAL name wins over the WEAK alias");
     if (c->stripped) {
@@ -312,8 +303,7 @@ static void check_sites(const struct config *c, const struct ftr_module *m, void
         size_t hex = 0;
         for (size_t i = 0; i < m->nsites; i++) {
             const struct ftr_site *s = &m->sites[i];
-            if (strncmp(s->name, "0x", 2))
-                continue;
+            if (strncmp(s->name, "0x", 2)) continue;
             hex++;
             cr_assert_eq(strtoull(s->name + 2, NULL, 16) + m->base, s->func);
         }
@@ -323,14 +313,10 @@ static void check_sites(const struct config *c, const struct ftr_module *m, void
     const struct ftr_hook_targets *t = &m->targets;
     cr_assert_eq(t->stub_lo, 0);
     cr_assert_eq(t->stub_hi, 0);
-    if (c->shape == FTR_SHAPE_FENTRY_GOT)
-        cr_assert_neq(t->fentry_got, 0);
-    if (c->shape == FTR_SHAPE_MCOUNT_GOT)
-        cr_assert_neq(t->mcount_got, 0);
-    if (c->shape == FTR_SHAPE_FENTRY_REL)
-        cr_assert_neq(t->fentry_call, 0);
-    if (c->shape == FTR_SHAPE_MCOUNT_REL)
-        cr_assert_neq(t->mcount_call, 0);
+    if (c->shape == FTR_SHAPE_FENTRY_GOT) cr_assert_neq(t->fentry_got, 0);
+    if (c->shape == FTR_SHAPE_MCOUNT_GOT) cr_assert_neq(t->mcount_got, 0);
+    if (c->shape == FTR_SHAPE_FENTRY_REL) cr_assert_neq(t->fentry_call, 0);
+    if (c->shape == FTR_SHAPE_MCOUNT_REL) cr_assert_neq(t->mcount_call, 0);
 }
 
 static void poke_all(const struct ftr_module *m, const uint8_t (*from)[FTR_SITE_LEN_MAX],
@@ -350,8 +336,7 @@ static void poke_all(const struct ftr_module *m, const uint8_t (*from)[FTR_SITE_
 
 static void run_config(const struct config *c)
 {
-    if (!have_compiler(c->cc))
-        cr_skip_test("%s not installed", c->cc);
+    if (!have_compiler(c->cc)) cr_skip_test("%s not installed", c->cc);
     make_tmpdir();
     char so[128];
     build(c->name, c->cc, c->flags, c->ldflags, so, sizeof so);
@@ -399,9 +384,9 @@ static void run_config(const struct config *c)
     t.stub_lo = (uint64_t)(uintptr_t)stubs;
     t.stub_hi = t.stub_lo + STUB_PAGE;
     uint8_t len;
-    cr_assert_eq(ftr_x86_classify((const uint8_t *)(uintptr_t)leaf->addr, leaf->len, leaf->addr,
-                                  &t, &len),
-                 FTR_SHAPE_CALL_OURS);
+    cr_assert_eq(
+        ftr_x86_classify((const uint8_t *)(uintptr_t)leaf->addr, leaf->len, leaf->addr, &t, &len),
+        FTR_SHAPE_CALL_OURS);
 
     poke_all(&m, call, orig);
     r = call_all(&f);
@@ -429,7 +414,7 @@ static void run_config(const struct config *c)
 #define CONFIG_TEST(tname, ...)                                                                    \
     Test(elf_sites, tname)                                                                         \
     {                                                                                              \
-        const struct config c = {#tname, __VA_ARGS__};                                            \
+        const struct config c = {#tname, __VA_ARGS__};                                             \
         run_config(&c);                                                                            \
     }
 
@@ -442,13 +427,15 @@ CONFIG_TEST(gcc_O2_mcount, "gcc", "-O2 -pg -fPIC", "", "symbols", FTR_SHAPE_MCOU
             0)
 CONFIG_TEST(gcc_O0_mcount, "gcc", "-O0 -pg -fPIC", "", "symbols", FTR_SHAPE_MCOUNT_GOT, 6, 1, 0, 1,
             0)
-CONFIG_TEST(gcc_O2_fentry_record_cet, "gcc", "-O2 -pg -mfentry -mrecord-mcount -fPIC -fcf-protection",
-            "", "__mcount_loc", FTR_SHAPE_FENTRY_GOT, 6, 0, 4, 0, 0)
+CONFIG_TEST(gcc_O2_fentry_record_cet, "gcc",
+            "-O2 -pg -mfentry -mrecord-mcount -fPIC -fcf-protection", "", "__mcount_loc",
+            FTR_SHAPE_FENTRY_GOT, 6, 0, 4, 0, 0)
 CONFIG_TEST(gcc_O2_mcount_record_clash, "gcc",
             "-O2 -pg -mrecord-mcount -fPIC -fstack-clash-protection", "", "__mcount_loc",
             FTR_SHAPE_MCOUNT_GOT, 6, 1, 0, 1, 0)
-CONFIG_TEST(gcc_O2_fentry_nop_mcount, "gcc", "-O2 -pg -mfentry -mnop-mcount -mrecord-mcount -fno-pie",
-            "", "__mcount_loc", FTR_SHAPE_NOP5, 5, 0, 0, 0, 0)
+CONFIG_TEST(gcc_O2_fentry_nop_mcount, "gcc",
+            "-O2 -pg -mfentry -mnop-mcount -mrecord-mcount -fno-pie", "", "__mcount_loc",
+            FTR_SHAPE_NOP5, 5, 0, 0, 0, 0)
 CONFIG_TEST(gcc_O2_nop_mcount_no_fentry, "gcc", "-O2 -pg -mnop-mcount -mrecord-mcount -fno-pie", "",
             "__mcount_loc", FTR_SHAPE_NOP5, 5, 1, 0, 1, 0)
 CONFIG_TEST(gcc_O2_fentry_nopic, "gcc", "-O2 -pg -mfentry -fno-pie", "", "symbols",
@@ -467,8 +454,9 @@ CONFIG_TEST(clang_O0_mcount_ibtplt, "clang", "-O0 -pg -fPIC -fcf-protection", "-
 CONFIG_TEST(clang_O2_mcount_protector_clash, "clang",
             "-O2 -pg -fPIC -fstack-protector-all -fstack-clash-protection", "", "symbols",
             FTR_SHAPE_MCOUNT_REL, 5, 1, 0, 0, 0)
-CONFIG_TEST(clang_O2_patchable_cet, "clang", "-O2 -fpatchable-function-entry=5 -fPIC -fcf-protection",
-            "", "__patchable_function_entries", FTR_SHAPE_NOP5, 5, 0, 4, 0, 0)
+CONFIG_TEST(clang_O2_patchable_cet, "clang",
+            "-O2 -fpatchable-function-entry=5 -fPIC -fcf-protection", "",
+            "__patchable_function_entries", FTR_SHAPE_NOP5, 5, 0, 4, 0, 0)
 
 /* ---- scanning without program headers, other modules, errors ---- */
 
@@ -500,8 +488,7 @@ static int find_libc(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
     struct loaded *l = arg;
-    if (!info->dlpi_name || !strstr(info->dlpi_name, "/libc.so.6"))
-        return 0;
+    if (!info->dlpi_name || !strstr(info->dlpi_name, "/libc.so.6")) return 0;
     l->path = info->dlpi_name;
     l->base = info->dlpi_addr;
     l->phdr = info->dlpi_phdr;
@@ -540,8 +527,8 @@ Test(elf_sites, uninstrumented_modules_have_no_sites)
 
     /* this test program: not built with -pg (the main program is the first module) */
     dl_iterate_phdr(find_main, &l);
-    cr_assert_eq(ftr_module_scan("/proc/self/exe", l.base, l.phdr, l.phnum, &m, err, sizeof err),
-                 0, "%s", err);
+    cr_assert_eq(ftr_module_scan("/proc/self/exe", l.base, l.phdr, l.phnum, &m, err, sizeof err), 0,
+                 "%s", err);
     cr_assert_eq(m.nsites, 0);
     cr_assert_eq(m.skipped, 0);
     ftr_module_free(&m);
@@ -591,8 +578,8 @@ static const char *prot_of(const void *addr, char *perms)
 static uint8_t *rx_pages(int n)
 {
     page = sysconf(_SC_PAGESIZE);
-    uint8_t *p = mmap(NULL, (size_t)(n * page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                      -1, 0);
+    uint8_t *p =
+        mmap(NULL, (size_t)(n * page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     cr_assert_neq(p, MAP_FAILED);
     memset(p, 0xcc, (size_t)(n * page));
     cr_assert_eq(mprotect(p, (size_t)(n * page), PROT_READ | PROT_EXEC), 0);
@@ -605,7 +592,7 @@ Test(text_poke, straddling_pages_and_groups)
     static const uint8_t cc[6] = {0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc};
     struct ftr_poke k[4] = {
         {.addr = (uintptr_t)p + 16, .len = 5},
-        {.addr = (uintptr_t)p + page - 3, .len = 6}, /* across the first boundary */
+        {.addr = (uintptr_t)p + page - 3, .len = 6},     /* across the first boundary */
         {.addr = (uintptr_t)p + 3 * page + 8, .len = 5}, /* page 2 untouched: a second group */
         {.addr = (uintptr_t)p + 4 * page - 5, .len = 5},
     };

@@ -263,13 +263,14 @@ Test(report, graph_header)
     cr_assert_eq(frp_graph_finish(g), 0);
     frp_graph_free(g);
     fclose(f);
-    expect_text(text, "# ftrace-run: ./prog arg1 arg2  pid 4242  3 threads  1234567 calls\n"
-                      "#  TID      DURATION          FUNCTION CALLS\n"
-                      "#  |        |   |             |   |   |   |\n"
-                      "\n"
-                      "# ftrace-run: ./prog arg1 arg2  pid 4242  1 thread  (no end record)\n"
-                      "#  TID      DURATION          FUNCTION CALLS\n"
-                      "#  |        |   |             |   |   |   |\n");
+    expect_text(text,
+                "# ftrace-run: ./prog arg1 arg2  pid 4242  3 threads  1234567 calls\n"
+                "#  TID      DURATION          FUNCTION CALLS\n"
+                "#  |        |   |             |   |   |   |\n"
+                "\n"
+                "# ftrace-run: ./prog arg1 arg2  pid 4242  1 thread  ? calls (no end record)\n"
+                "#  TID      DURATION          FUNCTION CALLS\n"
+                "#  |        |   |             |   |   |   |\n");
     free(text);
 }
 
@@ -525,7 +526,7 @@ Test(report, pipeline_truncated_keeps_what_is_readable)
     struct frp_stats st;
     char *text = report_graph(path, -1, NULL, 0, &st, note, sizeof note);
     cr_assert_not_null(strstr(text, "# ftrace-run: ./prog arg1 arg2  pid 4242  2 threads  "
-                                    "(no end record)\n"));
+                                    "? calls (no end record)\n"));
     cr_assert_not_null(strstr(text, "  4242)               |  main() {\n"));
     cr_assert_not_null(strstr(note, "trace truncated"), "note: %s", note);
     free(text);
@@ -605,12 +606,12 @@ Test(report, pipeline_multi_process_and_exec)
                       "#  |        |   |             |   |   |   |\n"
                       "    20)     0.500 us  |  leaf();\n"
                       "\n"
-                      "# ftrace-run: ./parent  pid 10  1 thread  (no end record)\n"
+                      "# ftrace-run: ./parent  pid 10  1 thread  ? calls (no end record)\n"
                       "#  TID      DURATION          FUNCTION CALLS\n"
                       "#  |        |   |             |   |   |   |\n"
                       "    10)     1.000 us  |  main();\n"
                       "\n"
-                      "# ftrace-run: './exec'\\''d'  pid 20  1 thread  (no end record)\n"
+                      "# ftrace-run: './exec'\\''d'  pid 20  1 thread  ? calls (no end record)\n"
                       "#  TID      DURATION          FUNCTION CALLS\n"
                       "#  |        |   |             |   |   |   |\n"
                       "    20)     0.100 us  |  <site 3>();\n");

@@ -15,8 +15,7 @@
 /* site at 0x1000: ff 15 with disp 0x2000 -> slot 0x3006; e8 with rel 0x100 -> 0x1105 */
 #define AT 0x1000u
 
-static unsigned classify(const uint8_t *b, size_t n, const struct ftr_hook_targets *t,
-                         uint8_t *len)
+static unsigned classify(const uint8_t *b, size_t n, const struct ftr_hook_targets *t, uint8_t *len)
 {
     *len = 0xee;
     return ftr_x86_classify(b, n, AT, t, len);
@@ -31,7 +30,8 @@ Test(x86, shape_names)
     cr_assert_str_eq(ftr_site_shape_name(FTR_SHAPE_CALL_OURS), "call to a stub");
     cr_assert_str_eq(ftr_site_shape_name(8), "?");
     cr_assert_str_eq(ftr_site_shape_name(~0u), "?");
-    cr_assert(ftr_shape_is_mcount(FTR_SHAPE_MCOUNT_GOT) && ftr_shape_is_mcount(FTR_SHAPE_MCOUNT_REL));
+    cr_assert(ftr_shape_is_mcount(FTR_SHAPE_MCOUNT_GOT) &&
+              ftr_shape_is_mcount(FTR_SHAPE_MCOUNT_REL));
     cr_assert(!ftr_shape_is_mcount(FTR_SHAPE_FENTRY_GOT) && !ftr_shape_is_mcount(FTR_SHAPE_NOP5));
 }
 
@@ -48,7 +48,8 @@ Test(x86, classify_got_call)
     t = (struct ftr_hook_targets){.mcount_got = 0x3006};
     cr_assert_eq(classify(b, 6, &t, &len), FTR_SHAPE_MCOUNT_GOT);
     /* another slot, or a direct target with the same value, is not the hook */
-    t = (struct ftr_hook_targets){.fentry_got = 0x3007, .mcount_got = 0x3005, .fentry_call = 0x3006};
+    t = (struct ftr_hook_targets){
+        .fentry_got = 0x3007, .mcount_got = 0x3005, .fentry_call = 0x3006};
     cr_assert_eq(classify(b, 6, &t, &len), FTR_SHAPE_NONE);
     cr_assert_eq(len, 0xee, "len is only set for a site");
     /* truncated */
@@ -130,8 +131,8 @@ Test(x86, classify_ours_and_plt_fallback)
     t = (struct ftr_hook_targets){.stub_lo = 0x1105, .stub_hi = 0x1110, .fentry_call = 0x1105};
     cr_assert_eq(classify(b, 5, &t, &len), FTR_SHAPE_CALL_OURS);
 
-    t = (struct ftr_hook_targets){.plt_lo = 0x1100, .plt_hi = 0x1200,
-                                  .plt_shape = FTR_SHAPE_MCOUNT_REL};
+    t = (struct ftr_hook_targets){
+        .plt_lo = 0x1100, .plt_hi = 0x1200, .plt_shape = FTR_SHAPE_MCOUNT_REL};
     cr_assert_eq(classify(b, 5, &t, &len), FTR_SHAPE_MCOUNT_REL);
     t.plt_shape = FTR_SHAPE_FENTRY_REL;
     cr_assert_eq(classify(b, 5, &t, &len), FTR_SHAPE_FENTRY_REL);
@@ -156,8 +157,7 @@ Test(x86, classify_nops)
     cr_assert_eq(classify(BUF(0x0f, 0x1f, 0x44, 0x00, 0x00), 4, NULL, &len), FTR_SHAPE_NONE);
     /* other nop encodings are not sites: nopl 0(%rax), nopw 0(%rax,%rax,1) */
     cr_assert_eq(classify(BUF(0x0f, 0x1f, 0x40, 0x00, 0x90), 5, NULL, &len), FTR_SHAPE_NONE);
-    cr_assert_eq(classify(BUF(0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00), 6, NULL, &len),
-                 FTR_SHAPE_NONE);
+    cr_assert_eq(classify(BUF(0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00), 6, NULL, &len), FTR_SHAPE_NONE);
 
     cr_assert_eq(classify(BUF(0x90, 0x90, 0x90, 0x90, 0x90, 0x55), 6, &t, &len), FTR_SHAPE_NOPS);
     cr_assert_eq(len, 5);
@@ -212,8 +212,7 @@ static const struct ftr_hook_targets T = {.fentry_got = FENTRY_GOT,
 /* Appends the prologue bytes and a call at their end to buf. kind: 0xe8 or 0x15 (ff 15). */
 static size_t mk(uint8_t *buf, const uint8_t *pro, size_t plen, int kind, uint64_t target)
 {
-    if (plen)
-        memcpy(buf, pro, plen);
+    if (plen) memcpy(buf, pro, plen);
     size_t n = plen;
     if (kind == 0xe8) {
         int32_t r = (int32_t)(target - (AT + n + 5));
@@ -261,12 +260,12 @@ Test(x86, find_nops_are_not_sites)
 {
     cr_assert_eq(find(BUF(0x0f, 0x1f, 0x44, 0x00, 0x00, 0xc3), 6, &T).off, -1);
     cr_assert_eq(find(BUF(0x90, 0x90, 0x90, 0x90, 0x90, 0xc3), 6, &T).off, -1);
-    cr_assert_eq(find(BUF(0xf3, 0x0f, 0x1e, 0xfa, 0x0f, 0x1f, 0x44, 0x00, 0x00, 0xc3), 10, NULL).off,
-                 -1);
+    cr_assert_eq(
+        find(BUF(0xf3, 0x0f, 0x1e, 0xfa, 0x0f, 0x1f, 0x44, 0x00, 0x00, 0xc3), 10, NULL).off, -1);
     /* -mnop-mcount without -mfentry: a nop after the prologue is not found either */
-    cr_assert_eq(find(BUF(0x55, 0x48, 0x89, 0xe5, 0x0f, 0x1f, 0x44, 0x00, 0x00, 0x5d, 0xc3), 11, &T)
-                     .off,
-                 -1);
+    cr_assert_eq(
+        find(BUF(0x55, 0x48, 0x89, 0xe5, 0x0f, 0x1f, 0x44, 0x00, 0x00, 0x5d, 0xc3), 11, &T).off,
+        -1);
 }
 
 struct prologue {
@@ -274,7 +273,10 @@ struct prologue {
     const uint8_t *bytes;
     size_t len;
 };
-#define PRO(what, ...) {what, BUF(__VA_ARGS__), LEN(__VA_ARGS__)}
+#define PRO(what, ...)                                                                             \
+    {                                                                                              \
+        what, BUF(__VA_ARGS__), LEN(__VA_ARGS__)                                                   \
+    }
 
 /* Prologues seen before mcount calls (gcc / clang, -O0 / -O2, see x86_64_insn.c). */
 static const struct prologue prologues[] = {
@@ -375,7 +377,8 @@ Test(x86, find_rejects_unsafe_prologues)
     cr_assert_eq(find(b, n, &T).off, -1);
     n = mk(b, BUF(0x55, 0x48, 0x89, 0xe5, 0x74, 0xfa), 6, 0xe8, MCOUNT_PLT);
     cr_assert_eq(find(b, n, &T).off, -1);
-    n = mk(b, BUF(0x55, 0x48, 0x89, 0xe5, 0x0f, 0x85, 0x00, 0x00, 0x00, 0x00), 10, 0xe8, MCOUNT_PLT);
+    n = mk(b, BUF(0x55, 0x48, 0x89, 0xe5, 0x0f, 0x85, 0x00, 0x00, 0x00, 0x00), 10, 0xe8,
+           MCOUNT_PLT);
     cr_assert_eq(find(b, n, &T).off, -1);
     /* another call first, a jmp, a ret, an unknown opcode (x87), EVEX */
     n = mk(b, BUF(0x55, 0x48, 0x89, 0xe5, 0xe8, 0, 0, 0, 0), 9, 0xe8, MCOUNT_PLT);
@@ -489,7 +492,8 @@ Test(x86, gen_stub)
                      FTR_STUB_SIZE + 2);
     /* slot before the stub */
     cr_assert_eq(ftr_x86_gen_stub(out, 0x5000, 7, 0x4ff8), 0);
-    cr_assert_arr_eq(out, BUF(0x68, 0x07, 0x00, 0x00, 0x00, 0xff, 0x25, 0xed, 0xff, 0xff, 0xff), 11);
+    cr_assert_arr_eq(out, BUF(0x68, 0x07, 0x00, 0x00, 0x00, 0xff, 0x25, 0xed, 0xff, 0xff, 0xff),
+                     11);
     /* reach */
     uint64_t at = 0x7f0000000000ull;
     cr_assert_eq(ftr_x86_gen_stub(out, at, 1, at + 11 + INT32_MAX), 0);

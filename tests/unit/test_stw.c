@@ -1,0 +1,212 @@
+/* Unit tests of the stop-the-world handshake (patcher/stw.c). */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdlib.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ftr_patcher.h"
+
+static int sig(void) { return SIGRTMIN + 7; }
+
+/* Criterion's own helper threads block every signal: leave them out of the handshakes. */
+static void setup(void)
+{
+    char err[256];
+    cr_assert_eq(ftr_stw_init(sig(), err, sizeof err), 0, "%s", err);
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (atoi(de->d_name) > 0 && atoi(de->d_name) != gettid())
+            ftr_stw_ignore(atoi(de->d_name));
+    closedir(d);
+}
+
+static atomic_int stop_flag;
+static atomic_long progress;
+
+static void *busy(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stop_flag))
+        atomic_fetch_add(&progress, 1);
+    return NULL;
+}
+
+static void *sleeper(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stop_flag)) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+struct world {
+    long progress_before, progress_after;
+};
+
+static int check_stopped(void *arg)
+{
+    struct world *w = arg;
+    w->progress_before = atomic_load(&progress);
+    struct timespec ts = {0, 5 * 1000000};
+    nanosleep(&ts, NULL);
+    w->progress_after = atomic_load(&progress);
+    return 7;
+}
+
+Test(stw, parks_every_thread_and_runs_the_callback, .init = setup)
+{
+    pthread_t t[4];
+    atomic_store(&stop_flag, 0);
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, i < 2 ? busy : sleeper, NULL);
+    while (atomic_load(&progress) < 1000)
+        ;
+    struct world w;
+    struct ftr_stw_stats st;
+    char err[256] = "";
+    int rc = ftr_stw_run(check_stopped, NULL, &w, 2000, &st, err, sizeof err);
+    cr_assert_eq(rc, 7, "rc %d: %s", rc, err);
+    cr_assert_eq(st.threads, 4);
+    cr_assert_eq(w.progress_before, w.progress_after, "a busy thread ran while parked");
+    long p = atomic_load(&progress);
+    while (atomic_load(&progress) == p) /* released: they run again */
+        ;
+    atomic_store(&stop_flag, 1);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+}
+
+static void *blocker(void *arg)
+{
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    while (!atomic_load(&stop_flag)) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static int must_not_run(void *arg)
+{
+    *(int *)arg = 1;
+    return 0;
+}
+
+Test(stw, a_thread_blocking_the_signal_times_out_cleanly, .init = setup)
+{
+    pthread_t b, k;
+    atomic_store(&stop_flag, 0);
+    pthread_create(&b, NULL, blocker, NULL);
+    pthread_create(&k, NULL, busy, NULL);
+    usleep(20000);
+    int ran = 0;
+    char err[256] = "";
+    int rc = ftr_stw_run(must_not_run, NULL, &ran, 100, NULL, err, sizeof err);
+    cr_assert_eq(rc, -1);
+    cr_assert_eq(ran, 0, "the callback ran without the world stopped");
+    cr_assert(strstr(err, "did not stop"), "message: %s", err);
+    long p = atomic_load(&progress);
+    while (atomic_load(&progress) == p) /* the busy thread was released */
+        ;
+    /* the blocked signal stays pending; a later handshake must not be confused by it */
+    atomic_store(&stop_flag, 1);
+    pthread_join(b, NULL); /* exits with the signal still pending: harmless */
+    pthread_join(k, NULL);
+    atomic_store(&stop_flag, 0);
+    pthread_create(&k, NULL, busy, NULL);
+    struct world w;
+    rc = ftr_stw_run(check_stopped, NULL, &w, 2000, NULL, err, sizeof err);
+    cr_assert_eq(rc, 7, "%s", err);
+    atomic_store(&stop_flag, 1);
+    pthread_join(k, NULL);
+}
+
+/* A thread loops through five 1-byte NOPs (an unpatched -fpatchable-function-entry site).
+ * Handshakes rewrite it back and forth between 5 x 90 and the 5-byte NOP; a thread parked
+ * inside must be moved to site+5, else it would resume in the middle of an instruction. */
+static uint8_t *code;
+static atomic_long loops;
+
+static void *nop_runner(void *arg)
+{
+    (void)arg;
+    void (*fn)(void) = (void (*)(void))code;
+    while (!atomic_load(&stop_flag)) {
+        fn();
+        atomic_fetch_add(&loops, 1);
+    }
+    return NULL;
+}
+
+struct flip {
+    struct ftr_site *site;
+    int to_nop5;
+};
+
+static uint64_t fix(void *arg, uint64_t ip)
+{
+    struct flip *f = arg;
+    return ftr_site_fixup_ip(f->site, ip);
+}
+
+static int do_flip(void *arg)
+{
+    struct flip *f = arg;
+    struct ftr_poke p = {.addr = f->site->addr, .len = 5};
+    static const uint8_t nops[5] = {0x90, 0x90, 0x90, 0x90, 0x90};
+    uint8_t nop5[5];
+    ftr_x86_gen_nop(nop5, 5);
+    memcpy(p.expect, f->to_nop5 ? nops : nop5, 5);
+    memcpy(p.bytes, f->to_nop5 ? nop5 : nops, 5);
+    size_t bad[1];
+    return (int)ftr_text_poke(&p, 1, bad, 1);
+}
+
+Test(stw, threads_inside_a_rewritten_site_are_moved_out, .init = setup)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    code = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(code, MAP_FAILED);
+    /* 16 x (5 x nop) ... ret: many sites, so that parked ips often land inside one */
+    struct ftr_site sites[16];
+    for (int i = 0; i < 16; i++) {
+        memset(code + 5 * i, 0x90, 5);
+        sites[i] = (struct ftr_site){.addr = (uint64_t)code + 5 * (uint64_t)i, .len = 5};
+    }
+    code[80] = 0xc3;
+    cr_assert_eq(mprotect(code, (size_t)page, PROT_READ | PROT_EXEC), 0);
+    atomic_store(&stop_flag, 0);
+    pthread_t t;
+    pthread_create(&t, NULL, nop_runner, NULL);
+    unsigned moved = 0;
+    char err[256];
+    for (int round = 0; round < 400; round++) {
+        for (int i = 0; i < 16; i++) {
+            struct flip f = {&sites[i], !(round & 1)};
+            struct ftr_stw_stats st;
+            int rc = ftr_stw_run(do_flip, fix, &f, 2000, &st, err, sizeof err);
+            cr_assert_eq(rc, 0, "round %d site %d: rc %d %s", round, i, rc, err);
+            moved += st.moved_ips;
+        }
+    }
+    long l = atomic_load(&loops);
+    while (atomic_load(&loops) == l) /* still running correctly */
+        ;
+    atomic_store(&stop_flag, 1);
+    pthread_join(t, NULL);
+    cr_log_info("threads moved out of a site: %u", moved);
+    cr_assert_gt(moved, 0, "no parked thread ever landed inside a site: the test proves nothing");
+}
