@@ -52,7 +52,7 @@ static void *cur_arg;
 
 static pid_t tids[MAX_TRACKED];
 static atomic_int acked[MAX_TRACKED];
-static int ntids;
+static atomic_int ntids; /* published before the signal is sent: the handler scans tids */
 static pid_t ignored[MAX_IGNORED];
 static int nignored;
 
@@ -82,7 +82,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
         return;
     }
     pid_t self = (pid_t)syscall(SYS_gettid);
-    for (int i = 0; i < ntids; i++)
+    for (int i = 0, n = atomic_load(&ntids); i < n; i++)
         if (tids[i] == self)
             atomic_store(&acked[i], 1);
     atomic_fetch_add(&n_parked, 1);
@@ -130,7 +130,7 @@ void ftr_stw_ignore(int tid)
 
 static int is_listed(pid_t tid)
 {
-    for (int i = 0; i < ntids; i++)
+    for (int i = 0, n = atomic_load(&ntids); i < n; i++)
         if (tids[i] == tid)
             return 1;
     for (int i = 0; i < nignored; i++)
@@ -152,7 +152,7 @@ static int signal_new_threads(int gen, pid_t self)
         pid_t tid = (pid_t)atoi(de->d_name);
         if (tid <= 0 || tid == self || is_listed(tid))
             continue;
-        if (ntids == MAX_TRACKED) {
+        if (atomic_load(&ntids) == MAX_TRACKED) {
             added = -1;
             break;
         }
@@ -163,14 +163,14 @@ static int signal_new_threads(int gen, pid_t self)
         si.si_pid = pid;
         si.si_uid = getuid();
         si.si_value.sival_int = gen;
-        atomic_store(&acked[ntids], 0);
-        tids[ntids] = tid;
-        if (syscall(SYS_rt_tgsigqueueinfo, pid, tid, stw_signo, &si) == 0) {
-            ntids++;
+        int i = atomic_load(&ntids);
+        atomic_store(&acked[i], 0);
+        tids[i] = tid;
+        atomic_store(&ntids, i + 1);
+        if (syscall(SYS_rt_tgsigqueueinfo, pid, tid, stw_signo, &si) == 0)
             added++;
-        } else {
-            tids[ntids] = 0; /* it exited meanwhile */
-        }
+        else
+            tids[i] = 0; /* it exited meanwhile */
     }
     closedir(d);
     return added;
@@ -197,7 +197,7 @@ static pid_t wait_parked(uint64_t deadline)
     for (;;) {
         int missing = 0;
         pid_t culprit = 0;
-        for (int i = 0; i < ntids; i++) {
+        for (int i = 0, n = atomic_load(&ntids); i < n; i++) {
             if (tids[i] && !atomic_load(&acked[i])) {
                 if (!thread_alive(tids[i])) {
                     tids[i] = 0; /* exited before it could answer */
@@ -239,7 +239,7 @@ int ftr_stw_run(ftr_stw_fn fn, ftr_stw_ip_fn ipfn, void *arg, unsigned timeout_m
     if (gen_counter == 0x7fffffff)
         gen_counter = 0;
     pid_t self = (pid_t)syscall(SYS_gettid);
-    ntids = 0;
+    atomic_store(&ntids, 0);
     atomic_store(&n_parked, 0);
     atomic_store(&n_left, 0);
     atomic_store(&n_moved, 0);

@@ -28,16 +28,6 @@ static long raw_mprotect(uint64_t addr, uint64_t len, long prot)
     return ret; /* -errno on failure */
 }
 
-static uint64_t page_size(void)
-{
-    static uint64_t ps;
-    if (!ps) {
-        long v = sysconf(_SC_PAGESIZE);
-        ps = v > 0 ? (uint64_t)v : 4096;
-    }
-    return ps;
-}
-
 /* Writes the pokes [from, to) that were accepted into the RW span, then checks them. */
 static int write_span(const struct ftr_poke *p, size_t from, size_t to, const uint8_t *ok)
 {
@@ -62,7 +52,9 @@ static int write_span(const struct ftr_poke *p, size_t from, size_t to, const ui
 
 long ftr_text_poke(const struct ftr_poke *p, size_t n, size_t *bad, size_t badcap)
 {
-    const uint64_t mask = ~(page_size() - 1);
+    long ps = sysconf(_SC_PAGESIZE);
+    const uint64_t page = ps > 0 ? (uint64_t)ps : 4096;
+    const uint64_t mask = ~(page - 1);
     long refused = 0;
     size_t nbad = 0;
     size_t i = 0;
@@ -76,7 +68,7 @@ long ftr_text_poke(const struct ftr_poke *p, size_t n, size_t *bad, size_t badca
         size_t from = i, nok = 0;
         for (; i < n && i - from < GROUP_MAX; i++) {
             size_t len = p[i].len <= FTR_SITE_LEN_MAX ? p[i].len : FTR_SITE_LEN_MAX;
-            uint64_t plo = p[i].addr & mask, phi = ((p[i].addr + len - 1) & mask) + page_size();
+            uint64_t plo = p[i].addr & mask, phi = ((p[i].addr + len - 1) & mask) + page;
             if (nok && (plo < lo || plo > hi)) break;
             ok[i - from] = len && p[i].len <= FTR_SITE_LEN_MAX &&
                            !memcmp((const void *)(uintptr_t)p[i].addr, p[i].expect, len);

@@ -205,8 +205,12 @@ def main():
                     traced.stdout, base.stdout)
                 assert traced.returncode == base.returncode, "exit status %d, untraced %d" % (
                     traced.returncode, base.returncode)
-                assert traced.stderr == base.stderr, "stderr differs: %r vs %r" % (
-                    traced.stderr, base.stderr)
+                # glibc's gprof (linked by -pg) complains on stderr when its arc table
+                # overflows; under ftrace-run its mcount is never called.
+                base_err = "".join(l for l in base.stderr.splitlines(True)
+                                   if not l.startswith("mcount: "))
+                assert traced.stderr == base_err, "stderr differs: %r vs %r" % (
+                    traced.stderr, base_err)
                 rep = run([report_bin, trace], work)
                 assert rep.returncode == 0, "ftrace-report failed: %s" % rep.stderr
                 got, open_calls = parse_graph(rep.stdout)
