@@ -57,6 +57,13 @@ static inline int ftr_shape_is_mcount(unsigned shape)
 
 #define FTR_SITE_LEN_MAX 6
 
+enum ftr_site_state {
+    FTR_SITE_ORIGINAL = 0, /* the compiler's bytes */
+    FTR_SITE_NOP = 1,      /* NOP state */
+    FTR_SITE_CALL = 2,     /* CALL state */
+    FTR_SITE_BROKEN = 3,   /* its bytes were not what we expected: left alone for good */
+};
+
 struct ftr_site {
     uint64_t addr;    /* runtime address of the site's first byte (after any endbr64) */
     uint64_t func;    /* runtime address of the function's first byte */
@@ -66,7 +73,7 @@ struct ftr_site {
     uint8_t shape;    /* enum ftr_site_shape of the original bytes */
     uint8_t mcount;   /* 1 when the site follows the frame-pointer prologue (push %rbp; mov
                          %rsp,%rbp and more); 0 at the function start (after any endbr64) */
-    uint8_t patched;  /* 0 = original, 1 = NOP state, 2 = CALL state (maintained by caller) */
+    uint8_t patched;   /* enum ftr_site_state (maintained by the caller) */
     uint8_t orig[FTR_SITE_LEN_MAX];
 };
 

@@ -43,18 +43,45 @@ static void record(struct ftr_tls *t, uint32_t head, uint64_t tsc)
     __atomic_store_n(&r->head, head, __ATOMIC_RELEASE); /* the writer may read it now */
 }
 
-/* Frames whose hooked slot lies below sp (or at it, when inclusive) are dead: the stack was
- * unwound past them (longjmp, exception, thread cancellation). Close them, innermost first,
- * "now", and return the new top. */
-static struct ftr_shadow *unwind_to(struct ftr_tls *t, struct ftr_shadow *top, uintptr_t sp,
-                                    int inclusive, uint64_t tsc, int rec)
+/* Is a stack address on this thread's own stack? Entries hooked on another stack (a
+ * sigaltstack handler, a swapcontext coroutine) are never judged dead by addresses on this one:
+ * stacks are not ordered with each other. Unknown bounds (0, 0) make everything "own". */
+static inline int own_stack(const struct ftr_tls *t, uintptr_t a)
 {
-    while (top > t->shadow_base && (top[-1].slot < sp || (inclusive && top[-1].slot == sp))) {
+    return (a - t->stack_lo) < (t->stack_hi - t->stack_lo) || t->stack_hi == 0;
+}
+
+/* A closed entry whose slot may still hold our return trampoline (a frame wrongly presumed
+ * dead) is remembered, so that its return can still find where to go. */
+static void bury(struct ftr_tls *t, const struct ftr_shadow *e)
+{
+    if (!t->grave || e->ret == (uintptr_t)ftr_tramp_return)
+        return;
+    t->grave[t->grave_pos++ & (FTR_GRAVE_SIZE - 1)] = *e;
+}
+
+/* Closes, innermost first, the entries at the top whose hooked slot lies on this stack below
+ * sp (or at it, when inclusive): frames unwound without returning (longjmp, exception,
+ * cancellation). Stops at the first entry of another stack. @return the new top. */
+static struct ftr_shadow *close_dead(struct ftr_tls *t, struct ftr_shadow *top, uintptr_t sp,
+                                     int inclusive, uint64_t tsc, int rec)
+{
+    if (!own_stack(t, sp))
+        return top;
+    while (top > t->shadow_base && own_stack(t, top[-1].slot) &&
+           (top[-1].slot < sp || (inclusive && top[-1].slot == sp))) {
         top--;
+        bury(t, top);
         if (rec)
             record(t, ftr_rec_head(top->site, FTR_EV_UNWIND), tsc);
     }
     return top;
+}
+
+static inline int recording(const struct ftr_tls *t)
+{
+    return t->state == FTR_T_ACTIVE &&
+           atomic_load_explicit(&ftr_g.recording, memory_order_relaxed);
 }
 
 void ftr_hook_entry(uint32_t site, uintptr_t *slot)
@@ -77,7 +104,7 @@ void ftr_hook_entry(uint32_t site, uintptr_t *slot)
         /* Same slot, already hooked: a tail call (f jumped to g, g returns for both); both
          * entries stay and are closed together. Otherwise the frames there are dead. */
         int tail_call = top[-1].slot == s && ret == (uintptr_t)ftr_tramp_return;
-        top = unwind_to(t, top, s, !tail_call, tsc, rec);
+        top = close_dead(t, top, s, !tail_call, tsc, rec);
     }
     if (unlikely(top >= t->shadow_end)) {
         t->overruns++; /* like the kernel's trace_overrun: the call runs unhooked */
@@ -93,24 +120,72 @@ void ftr_hook_entry(uint32_t site, uintptr_t *slot)
         record(t, ftr_rec_head(site, FTR_EV_ENTRY), tsc);
 }
 
+static __attribute__((noreturn)) void lost_return(void)
+{
+    /* Our return trampoline ran with no entry for it anywhere: there is no address to return
+     * to; stop loudly rather than jump into nowhere. */
+    static const char msg[] = "ftrace-run: fatal: return address of a traced call lost\n";
+    __asm__ volatile("syscall" : : "a"(1), "D"(2), "S"(msg), "d"(sizeof msg - 1)
+                     : "rcx", "r11", "memory");
+    __builtin_trap();
+}
+
+/* The return's slot is not at the top of the shadow stack: entries above it are frames that
+ * were skipped (dead, closed as unwound) or live on another stack (kept); or it is not on the
+ * shadow stack at all (a frame closed too early: the graveyard has its address). */
+static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_t slot,
+                                                     uint64_t tsc, int rec)
+{
+    struct ftr_shadow *base = t->shadow_base, *top = t->top, *m = top;
+    while (m > base && m[-1].slot != slot)
+        m--;
+    if (m == base) {
+        for (unsigned i = 1; i <= FTR_GRAVE_SIZE && t->grave; i++) {
+            struct ftr_shadow *g = &t->grave[(t->grave_pos - i) & (FTR_GRAVE_SIZE - 1)];
+            if (g->slot == slot && g->ret) {
+                uintptr_t ret = g->ret;
+                g->ret = 0;
+                return ret;
+            }
+        }
+        lost_return();
+    }
+    /* m[-1] matches. Above it: close this stack's dead frames, keep other stacks' entries. */
+    struct ftr_shadow *keep = m;
+    for (struct ftr_shadow *e = m; e < top; e++) {
+        if (own_stack(t, e->slot) == own_stack(t, slot) && e->slot < slot) {
+            bury(t, e);
+            if (rec)
+                record(t, ftr_rec_head(e->site, FTR_EV_UNWIND), tsc);
+        } else {
+            *keep++ = *e;
+        }
+    }
+    size_t kept = (size_t)(keep - m);
+    /* The returning frame and those it tail-called. */
+    struct ftr_shadow *lo = m - 1;
+    while (lo > base && lo[-1].slot == slot)
+        lo--;
+    uintptr_t ret = lo->ret;
+    for (struct ftr_shadow *e = m - 1; e >= lo; e--)
+        if (rec)
+            record(t, ftr_rec_head(e->site, FTR_EV_EXIT), tsc);
+    for (size_t i = 0; i < kept; i++)
+        lo[i] = m[i];
+    t->top = lo + kept;
+    return ret;
+}
+
 uintptr_t ftr_hook_exit(uintptr_t sp)
 {
     struct ftr_tls *t = &ftr_tls;
     uintptr_t slot = sp - sizeof(uintptr_t);
     uint64_t tsc = ftr_rdtsc();
-    int rec = t->state == FTR_T_ACTIVE &&
-              atomic_load_explicit(&ftr_g.recording, memory_order_relaxed);
+    int rec = recording(t);
 
-    /* Entries below ours belong to frames skipped by a non-local exit. */
-    struct ftr_shadow *top = unwind_to(t, t->top, slot, 0, tsc, rec);
-    if (unlikely(top <= t->shadow_base || top[-1].slot != slot)) {
-        /* Our return trampoline ran without an entry for it: the shadow stack is lost.
-         * There is no address to return to; stop loudly rather than jump into nowhere. */
-        static const char msg[] = "ftrace-run: fatal: shadow stack out of sync\n";
-        __asm__ volatile("syscall" : : "a"(1), "D"(2), "S"(msg), "d"(sizeof msg - 1)
-                         : "rcx", "r11", "memory");
-        __builtin_trap();
-    }
+    struct ftr_shadow *top = t->top;
+    if (unlikely(top <= t->shadow_base || top[-1].slot != slot))
+        return exit_slow(t, slot, tsc, rec);
     /* Every entry of this slot returns now: the function and those it tail-called. The
      * bottom one holds the real return address. */
     uintptr_t ret;
@@ -122,4 +197,38 @@ uintptr_t ftr_hook_exit(uintptr_t sp)
     } while (top > t->shadow_base && top[-1].slot == slot);
     t->top = top;
     return ret;
+}
+
+void ftr_close_frames_below(uintptr_t sp, int inclusive)
+{
+    struct ftr_tls *t = &ftr_tls;
+    if (!t->shadow_base)
+        return;
+    t->top = close_dead(t, t->top, sp, inclusive, ftr_rdtsc(), recording(t));
+}
+
+void ftr_close_all_frames(void)
+{
+    struct ftr_tls *t = &ftr_tls;
+    if (!t->shadow_base)
+        return;
+    uint64_t tsc = ftr_rdtsc();
+    int rec = recording(t);
+    struct ftr_shadow *top = t->top;
+    while (top > t->shadow_base) {
+        top--;
+        if (rec)
+            record(t, ftr_rec_head(top->site, FTR_EV_UNWIND), tsc);
+    }
+    t->top = top;
+}
+
+void ftr_reopen_frames(void)
+{
+    struct ftr_tls *t = &ftr_tls;
+    if (!t->shadow_base || !recording(t))
+        return;
+    uint64_t tsc = ftr_rdtsc();
+    for (struct ftr_shadow *e = t->shadow_base; e < t->top; e++)
+        record(t, ftr_rec_head(e->site, FTR_EV_ENTRY), tsc);
 }

@@ -29,6 +29,7 @@ struct ftr_process_info ftr_process FTR_HIDDEN;
 uint64_t ftr_start_raw_ns FTR_HIDDEN;
 static struct ftr_end_info end_info;
 static atomic_int ended;
+int ftr_is_root;
 static char *argv_copy[256];
 
 void ftr_msg(const char *fmt, ...)
@@ -148,33 +149,86 @@ static void fill_end(uint32_t how, int code)
     end_info.skipped = ftr_g.skipped;
 }
 
-/* The process ends (exit status or signal known in how/code): stop recording, write all that
- * was recorded, then the END chunk. Runs once. */
-static void finish(uint32_t how, int code)
+/* The image ends (exit status, signal or exec in how/code): stop recording, write all that
+ * was recorded, then the END chunk. Runs once per image. Not in a vfork child: it shares our
+ * memory and must not stop the parent's writer. */
+int ftr_finish(uint32_t how, int code)
 {
-    if (!ftr_g.ready || atomic_exchange(&ended, 1))
-        return;
+    if (!ftr_g.ready || (uint32_t)getpid() != ftr_g.pid || atomic_exchange(&ended, 1))
+        return 0;
     atomic_store(&ftr_g.recording, 0);
     ftr_tls.in_slow = 1; /* this thread records nothing more */
     fill_end(how, code);
     ftr_for_each_thread(sum_thread, &end_info);
     ftr_writer_stop(&end_info);
-    end_info.bytes_raw = 0;
-    print_summary();
+    if (how != FTR_END_EXEC)
+        print_summary();
+    return 1;
+}
+
+/* exec failed after ftr_finish(FTR_END_EXEC): this image goes on, and so does its trace. */
+void ftr_resume(void)
+{
+    char err[256];
+    ftr_writer_reset(0);
+    memset(&end_info, 0, sizeof end_info);
+    if (ftr_writer_start(err, sizeof err) < 0) {
+        ftr_msg("%s; tracing stops", err);
+        return;
+    }
+    struct ftr_buf meta = {0};
+    ftr_modules_describe(&meta);
+    ftr_writer_add_meta(&meta);
+    ftr_buf_free(&meta);
+    ftr_tls.in_slow = 0;
+    atomic_store(&ended, 0);
+    atomic_store(&ftr_g.recording, 1);
+}
+
+static void fork_prepare(void) { ftr_threads_prepare_fork(); }
+static void fork_parent(void) { ftr_threads_parent_fork(); }
+
+/* A fork child is a process of the session in its own right: new pid, its own writer thread
+ * appending to the same file, its own PROCESS, MODULE and SITES chunks. Records the parent had
+ * not written yet stay the parent's to write. */
+void ftr_child_after_fork(void)
+{
+    ftr_threads_child_fork();
+    if (!ftr_g.ready || atomic_load(&ended))
+        return;
+    ftr_g.pid = (uint32_t)getpid();
+    ftr_process.pid = ftr_g.pid;
+    ftr_process.ppid = (uint32_t)getppid();
+    start_clocks();
+    ftr_process.start_realtime_ns = ftr_g.start_ns;
+    ftr_process.start_tsc = ftr_g.start_tsc;
+    ftr_is_root = 0;
+    ftr_writer_reset(1);
+    char err[256];
+    if (ftr_writer_start(err, sizeof err) < 0) {
+        atomic_store(&ftr_g.recording, 0);
+        atomic_store(&ended, 1);
+        return;
+    }
+    struct ftr_buf meta = {0};
+    ftr_modules_describe(&meta);
+    ftr_writer_add_meta(&meta);
+    ftr_buf_free(&meta);
+    ftr_reopen_frames();
 }
 
 static void on_exit_handler(int status, void *arg)
 {
     (void)arg;
-    finish(FTR_END_EXIT, status);
+    ftr_finish(FTR_END_EXIT, status);
 }
 
-__attribute__((destructor)) static void ftr_fini(void) { finish(FTR_END_EXIT, 0); }
+__attribute__((destructor)) static void ftr_fini(void) { ftr_finish(FTR_END_EXIT, 0); }
 
 /* _exit() skips atexit handlers and destructors; the trace must still be complete. */
 __attribute__((visibility("default"), noreturn)) void _exit(int status)
 {
-    finish(FTR_END_EXIT, status);
+    ftr_finish(FTR_END_EXIT, status);
     for (;;)
         syscall(SYS_exit_group, status);
 }
@@ -190,7 +244,7 @@ static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
 {
     (void)uc;
     int saved = errno;
-    if (ftr_g.ready && !atomic_exchange(&ended, 1)) {
+    if (ftr_g.ready && (uint32_t)getpid() == ftr_g.pid && !atomic_exchange(&ended, 1)) {
         atomic_store(&ftr_g.recording, 0);
         fill_end(FTR_END_SIGNAL, sig);
         ftr_writer_stop_from_signal(&end_info);
@@ -218,13 +272,35 @@ static void install_fatal_handlers(void)
     }
 }
 
-static void child_after_fork(void)
+
+/* The root process of a session creates the file and writes its header; every other process
+ * of the session (fork children have the file already; exec'd images and spawned children
+ * find FTRACE_SESSION in their environment) appends to it. Every write is a whole number of
+ * chunks in one write() on an O_APPEND descriptor, so processes never interleave inside a
+ * chunk. */
+static int open_output(void)
 {
-    /* The writer thread did not survive fork; until fork is supported, the child runs with
-     * its hooks quiet (they keep the shadow stack so returns still work). */
-    atomic_store(&ftr_g.recording, 0);
-    ftr_g.ready = 0;
-    atomic_store(&ended, 1);
+    int flags = O_WRONLY | O_APPEND | O_CLOEXEC | (ftr_is_root ? O_CREAT | O_TRUNC : O_CREAT);
+    int fd = open(ftr_g.output, flags, 0644);
+    if (fd < 0)
+        return -1;
+    /* out of the way of the program's own descriptor numbers */
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
+    if (high >= 0) {
+        close(fd);
+        fd = high;
+    }
+    if (ftr_is_root) {
+        struct ftr_buf hdr = {0};
+        int ok = ftr_enc_file_header(&hdr) == FTR_OK &&
+                 write(fd, hdr.data, hdr.len) == (ssize_t)hdr.len;
+        ftr_buf_free(&hdr);
+        if (!ok) {
+            close(fd);
+            return -1;
+        }
+    }
+    return fd;
 }
 
 __attribute__((constructor)) static void ftr_init(void)
@@ -246,25 +322,38 @@ __attribute__((constructor)) static void ftr_init(void)
     ftr_process.start_realtime_ns = ftr_g.start_ns;
     ftr_process.start_tsc = ftr_g.start_tsc;
     ftr_process.session_id = (uint64_t)env_long(FTR_ENV_SESSION, 0, 0, LONG_MAX);
-    if (!ftr_process.session_id)
-        ftr_process.session_id = ftr_g.start_ns ^ ((uint64_t)ftr_g.pid << 32);
+    ftr_is_root = ftr_process.session_id == 0;
+    if (ftr_is_root) {
+        ftr_process.session_id = (ftr_g.start_ns ^ ((uint64_t)ftr_g.pid << 32)) & LONG_MAX;
+        char id[32];
+        snprintf(id, sizeof id, "%llu", (unsigned long long)ftr_process.session_id);
+        setenv(ftr_env_name(FTR_ENV_SESSION), id, 1); /* children and exec'd images join */
+    }
+    ftr_env_snapshot();
 
-    ftr_g.fd = open(ftr_g.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    size_t nsites = ftr_modules_scan();
+    if (nsites == 0 && !ftr_is_root)
+        return; /* an uninstrumented child of the session (a shell, a tool): stay silent */
+    ftr_g.fd = open_output();
     if (ftr_g.fd < 0) {
-        ftr_msg("cannot open %s: %s; running untraced", ftr_g.output, strerror(errno));
+        ftr_msg("cannot write %s: %s; running untraced", ftr_g.output, strerror(errno));
         return;
+    }
+    if (nsites == 0) {
+        ftr_msg("no function entry hooks found in %s: build with -pg -mfentry (or -pg, "
+                "-mnop-mcount -mrecord-mcount, -fpatchable-function-entry=5); running untraced",
+                ftr_process.exe);
+        return; /* the file stays, with its header, for instrumented children */
     }
     if (ftr_threads_init() < 0 || ftr_writer_start(err, sizeof err) < 0) {
         ftr_msg("%s; running untraced", err);
         return;
     }
-    pthread_atfork(NULL, NULL, child_after_fork);
+    pthread_atfork(fork_prepare, fork_parent, ftr_child_after_fork);
     atomic_store(&ftr_g.recording, 1);
     ftr_g.ready = 1;
     on_exit(on_exit_handler, NULL);
     install_fatal_handlers();
-    if (ftr_modules_patch_all(err, sizeof err) < 0) {
+    if (ftr_modules_patch(err, sizeof err) < 0)
         ftr_msg("%s; running untraced", err);
-        return;
-    }
 }

@@ -9,7 +9,9 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
+#include <pthread.h>
 #include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,16 +30,29 @@ struct mod {
     uint8_t *stubs;      /* stub area: 2 jump slots, then FTR_STUB_SIZE bytes per site */
     size_t stubs_len;
     uint32_t id;
+    int ready;           /* stubs built and described to the trace */
+    int gone;            /* unloaded (dlclose): its sites are forgotten */
+    int seen;            /* scratch: found by the last dl_iterate_phdr walk */
 };
 
+static pthread_mutex_t mods_lock = PTHREAD_MUTEX_INITIALIZER; /* dlopen/dlclose/patching */
 static struct mod *mods;
 static size_t nmods;
-static uint32_t next_site = 1;
+static struct ftr_stw_stats last_stw; /* of the last rewrite, for FTRACE_VERBOSE */
+static uint32_t next_site = 1, next_module_id;
+
+static struct mod *find_loaded(uint64_t base, const char *path)
+{
+    for (size_t k = 0; k < nmods; k++)
+        if (!mods[k].gone && mods[k].m.base == base && strcmp(mods[k].m.path, path) == 0)
+            return &mods[k];
+    return NULL;
+}
 
 static int is_self(const struct dl_phdr_info *info)
 {
     Dl_info di;
-    if (!dladdr((void *)ftr_modules_patch_all, &di))
+    if (!dladdr((void *)ftr_modules_scan, &di))
         return 0;
     return (uintptr_t)di.dli_fbase == info->dlpi_addr ||
            (info->dlpi_name && di.dli_fname && strcmp(info->dlpi_name, di.dli_fname) == 0 &&
@@ -64,6 +79,17 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
         visited++;
     if (strstr(path, "linux-vdso") || is_self(info))
         return 0;
+    struct mod *known = find_loaded(info->dlpi_addr, path);
+    if (known) {
+        known->seen = 1;
+        return 0;
+    }
+    for (size_t k = 0; k < nmods; k++) /* a module without sites, seen before */
+        if (mods[k].gone && mods[k].m.nsites == 0 && mods[k].m.base == info->dlpi_addr &&
+            mods[k].m.path && strcmp(mods[k].m.path, path) == 0) {
+            mods[k].seen = 1;
+            return 0;
+        }
     struct mod *nm = realloc(mods, (nmods + 1) * sizeof *mods);
     if (!nm)
         return 1;
@@ -71,15 +97,21 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
     struct mod *md = &mods[nmods];
     memset(md, 0, sizeof *md);
     char err[256];
+    md->seen = 1;
     if (ftr_module_scan(path, info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum, &md->m, err,
                         sizeof err) < 0 ||
         md->m.nsites == 0) {
-        if (md->m.skipped)
-            ftr_g.skipped += md->m.skipped;
+        /* remembered as a site-less placeholder, so that it is not scanned again */
+        ftr_g.skipped += md->m.skipped;
         ftr_module_free(&md->m);
+        memset(&md->m, 0, sizeof md->m);
+        md->m.path = strdup(path);
+        md->m.base = info->dlpi_addr;
+        md->gone = 1;
+        nmods++;
         return 0;
     }
-    md->id = (uint32_t)nmods;
+    md->id = next_module_id++;
     nmods++;
     return 0;
 }
@@ -163,14 +195,14 @@ static void describe(struct ftr_enc *enc, const struct mod *md, struct ftr_buf *
 struct patch_job {
     struct ftr_poke *pokes;
     size_t n;
+    size_t *bad; /* indices of the pokes refused for unexpected bytes */
     long refused;
 };
 
 static int apply(void *arg)
 {
     struct patch_job *job = arg;
-    size_t bad[1];
-    job->refused = ftr_text_poke(job->pokes, job->n, bad, 0);
+    job->refused = ftr_text_poke(job->pokes, job->n, job->bad, job->n);
     return job->refused < 0 ? -1 : 0;
 }
 
@@ -180,7 +212,7 @@ static uint64_t fix_ip(void *arg, uint64_t ip)
     (void)arg;
     for (size_t k = 0; k < nmods; k++) {
         const struct ftr_module *m = &mods[k].m;
-        if (ip < m->lo || ip >= m->hi || !m->nsites)
+        if (mods[k].gone || ip < m->lo || ip >= m->hi || !m->nsites)
             continue;
         size_t lo = 0, hi = m->nsites;
         while (lo < hi) { /* last site with addr < ip */
@@ -196,86 +228,289 @@ static uint64_t fix_ip(void *arg, uint64_t ip)
     return ip;
 }
 
-static int cmp_poke(const void *a, const void *b)
+/* The state a site should be in: a call to its stub when its function is selected. */
+static int wanted(const struct mod *md, const struct ftr_site *s)
 {
-    const struct ftr_poke *x = a, *y = b;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
+    (void)md;
+    (void)s;
+    return FTR_SITE_CALL;
 }
 
-int ftr_modules_patch_all(char *err, size_t errlen)
+/* Rewrites every ready site whose state differs from wanted(), under the handshake. Must hold
+ * mods_lock. @return 0 or -1 (err). */
+static int repatch(char *err, size_t errlen)
 {
-    if (ftr_stw_init(ftr_g.stw_signal, err, errlen) < 0)
-        return -1;
-    ftr_stw_ignore((int)ftr_writer_tid);
-    dl_iterate_phdr(collect, NULL);
-
     size_t total = 0;
     for (size_t k = 0; k < nmods; k++)
-        total += mods[k].m.nsites;
-    if (total == 0) {
-        snprintf(err, errlen,
-                 "no function entry hooks found: build with -pg -mfentry (or -pg, "
-                 "-mnop-mcount -mrecord-mcount, -fpatchable-function-entry=5)");
-        return -1;
-    }
-
-    struct ftr_enc *enc = ftr_enc_new(ftr_g.zstd_level);
-    struct ftr_buf meta = {0};
-    struct ftr_poke *pokes = calloc(total, sizeof *pokes);
-    if (!enc || !pokes) {
-        snprintf(err, errlen, "out of memory");
+        total += mods[k].ready ? mods[k].m.nsites : 0;
+    struct ftr_poke *pokes = calloc(total ? total : 1, sizeof *pokes);
+    struct ftr_site **which = calloc(total ? total : 1, sizeof *which);
+    if (!pokes || !which) {
         free(pokes);
-        ftr_enc_free(enc);
+        free(which);
+        snprintf(err, errlen, "out of memory");
         return -1;
     }
     size_t n = 0;
     for (size_t k = 0; k < nmods; k++) {
         struct mod *md = &mods[k];
-        if (!md->m.nsites)
+        if (!md->ready)
+            continue;
+        for (size_t i = 0; i < md->m.nsites; i++) {
+            struct ftr_site *s = &md->m.sites[i];
+            int want = wanted(md, s);
+            if (s->patched == want)
+                continue;
+            struct ftr_poke *p = &pokes[n];
+            p->addr = s->addr;
+            p->len = s->len;
+            /* what is there now: the original bytes, or our own last state */
+            if (s->patched == FTR_SITE_ORIGINAL)
+                memcpy(p->expect, s->orig, s->len);
+            else if (s->patched == FTR_SITE_NOP)
+                ftr_x86_gen_nop(p->expect, s->len);
+            else
+                ftr_x86_gen_call(p->expect, s->len, s->addr, stub_of(md, i));
+            if (want == FTR_SITE_NOP)
+                ftr_x86_gen_nop(p->bytes, s->len);
+            else if (ftr_x86_gen_call(p->bytes, s->len, s->addr, stub_of(md, i)) < 0)
+                continue;
+            which[n++] = s;
+        }
+    }
+    /* sorted by address for text_poke; keep which[] in step */
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && pokes[j - 1].addr > pokes[j].addr; j--) {
+            struct ftr_poke tp = pokes[j];
+            pokes[j] = pokes[j - 1];
+            pokes[j - 1] = tp;
+            struct ftr_site *ts = which[j];
+            which[j] = which[j - 1];
+            which[j - 1] = ts;
+        }
+    int rc = 0;
+    if (n) {
+        size_t *bad = calloc(n, sizeof *bad);
+        struct patch_job job = {.pokes = pokes, .n = n, .bad = bad};
+        struct ftr_stw_stats st = {0};
+        if (!bad) {
+            snprintf(err, errlen, "out of memory");
+            rc = -1;
+        } else {
+            rc = ftr_stw_run(apply, fix_ip, &job, STW_TIMEOUT_MS, &st, err, errlen);
+        }
+        if (rc == 0) {
+            size_t nbad = job.refused > 0 ? (size_t)job.refused : 0;
+            for (size_t i = 0, b = 0; i < n; i++) {
+                if (b < nbad && bad[b] == i) {
+                    b++;
+                    which[i]->patched = FTR_SITE_BROKEN;
+                    ftr_g.skipped++;
+                    continue;
+                }
+                which[i]->patched = (uint8_t)(pokes[i].bytes[0] == 0xe8 ? FTR_SITE_CALL
+                                                                         : FTR_SITE_NOP);
+            }
+        } else if (job.refused < 0) {
+            snprintf(err, errlen, "cannot rewrite code: %s", strerror(errno));
+        }
+        last_stw = st;
+        free(bad);
+    }
+    free(pokes);
+    free(which);
+    return rc;
+}
+
+/* Builds the stubs of the modules found since the last call and describes them to the trace.
+ * Must hold mods_lock. */
+static void prepare_new(void)
+{
+    struct ftr_enc *enc = ftr_enc_new(ftr_g.zstd_level);
+    struct ftr_buf meta = {0};
+    for (size_t k = 0; k < nmods; k++) {
+        struct mod *md = &mods[k];
+        if (md->ready || md->gone)
             continue;
         if (build_stubs(md) < 0) {
             ftr_msg("%s: no room for stubs within reach; its functions are not traced",
                     md->m.path);
+            md->gone = 1;
             continue;
         }
-        describe(enc, md, &meta);
-        for (size_t i = 0; i < md->m.nsites; i++) {
-            const struct ftr_site *s = &md->m.sites[i];
-            struct ftr_poke *p = &pokes[n];
-            p->addr = s->addr;
-            p->len = s->len;
-            memcpy(p->expect, s->orig, s->len);
-            if (ftr_x86_gen_call(p->bytes, s->len, s->addr, stub_of(md, i)) == 0)
-                n++;
-        }
+        md->ready = 1;
+        if (enc)
+            describe(enc, md, &meta);
         ftr_g.sites += md->m.nsites;
         ftr_g.skipped += md->m.skipped;
     }
-    ftr_writer_add_meta(&meta);
+    if (meta.len)
+        ftr_writer_add_meta(&meta);
     ftr_buf_free(&meta);
     ftr_enc_free(enc);
+}
 
-    qsort(pokes, n, sizeof *pokes, cmp_poke);
-    struct patch_job job = {.pokes = pokes, .n = n};
-    struct ftr_stw_stats st;
-    int rc = ftr_stw_run(apply, fix_ip, &job, STW_TIMEOUT_MS, &st, err, errlen);
-    free(pokes);
-    if (rc < 0) {
-        if (job.refused < 0)
-            snprintf(err, errlen, "cannot rewrite code: %s", strerror(errno));
-        return -1;
+static size_t count_traced(size_t *modules)
+{
+    size_t used = 0, traced = 0;
+    for (size_t k = 0; k < nmods; k++) {
+        if (!mods[k].ready || mods[k].gone)
+            continue;
+        used++;
+        for (size_t i = 0; i < mods[k].m.nsites; i++)
+            traced += mods[k].m.sites[i].patched == FTR_SITE_CALL;
     }
-    ftr_g.patched = n - (size_t)job.refused;
-    ftr_g.skipped += (size_t)job.refused;
-    if (ftr_g.verbose) {
-        size_t used = 0;
-        for (size_t k = 0; k < nmods; k++)
-            used += mods[k].m.nsites > 0;
-        ftr_msg("patched %llu of %llu sites in %zu modules (%llu skipped); stopped %u other "
-                "threads for %.1f us, moved %u out of a site",
-                (unsigned long long)ftr_g.patched, (unsigned long long)ftr_g.sites, used,
-                (unsigned long long)ftr_g.skipped, st.threads, (double)st.ns / 1e3,
-                st.moved_ips);
+    if (modules)
+        *modules = used;
+    return traced;
+}
+
+size_t ftr_modules_scan(void)
+{
+    pthread_mutex_lock(&mods_lock);
+    dl_iterate_phdr(collect, NULL);
+    size_t total = 0;
+    for (size_t k = 0; k < nmods; k++)
+        total += mods[k].gone ? 0 : mods[k].m.nsites;
+    pthread_mutex_unlock(&mods_lock);
+    return total;
+}
+
+int ftr_modules_patch(char *err, size_t errlen)
+{
+    static int stw_ready;
+    if (!stw_ready) {
+        if (ftr_stw_init(ftr_g.stw_signal, err, errlen) < 0)
+            return -1;
+        ftr_stw_ignore((int)ftr_writer_tid);
+        stw_ready = 1;
     }
-    return 0;
+    pthread_mutex_lock(&mods_lock);
+    prepare_new();
+    int rc = repatch(err, errlen);
+    size_t used;
+    ftr_g.patched = count_traced(&used);
+    if (rc == 0 && ftr_g.verbose)
+        ftr_msg("%llu sites traced in %zu modules (%llu skipped); stopped %u other threads for "
+                "%.1f us, moved %u out of a site",
+                (unsigned long long)ftr_g.patched, used, (unsigned long long)ftr_g.skipped,
+                last_stw.threads, (double)last_stw.ns / 1e3, last_stw.moved_ips);
+    pthread_mutex_unlock(&mods_lock);
+    return rc;
+}
+
+void ftr_modules_describe(struct ftr_buf *out)
+{
+    struct ftr_enc *enc = ftr_enc_new(ftr_g.zstd_level);
+    if (!enc)
+        return;
+    pthread_mutex_lock(&mods_lock);
+    for (size_t k = 0; k < nmods; k++)
+        if (mods[k].ready && !mods[k].gone)
+            describe(enc, &mods[k], out);
+    pthread_mutex_unlock(&mods_lock);
+    ftr_enc_free(enc);
+}
+
+/* After dlopen(): scan and patch what it brought. After dlclose(): forget the modules that are
+ * no longer mapped (site indices are never reused, so no stale name can come back). */
+void ftr_modules_rescan(void)
+{
+    if (!ftr_g.ready)
+        return;
+    pthread_mutex_lock(&mods_lock);
+    for (size_t k = 0; k < nmods; k++)
+        mods[k].seen = 0;
+    dl_iterate_phdr(collect, NULL);
+    for (size_t k = 0; k < nmods; k++) {
+        struct mod *md = &mods[k];
+        if (md->seen)
+            continue;
+        if (!md->gone && md->stubs)
+            munmap(md->stubs, md->stubs_len); /* unloaded: nothing can reach them any more */
+        md->stubs = NULL;
+        md->gone = 1;
+        if (md->m.nsites == 0) { /* a site-less placeholder: forget its name too */
+            free(md->m.path);
+            md->m.path = NULL;
+        }
+    }
+    pthread_mutex_unlock(&mods_lock);
+    char err[256];
+    if (ftr_modules_patch(err, sizeof err) < 0)
+        ftr_msg("%s; new functions are not traced", err);
+}
+
+/* ---- dlopen / dlclose ----
+ * A library loaded later is patched as soon as dlopen() returns, under the same handshake.
+ * dlopen() searches the calling object's DT_RUNPATH and expands its $ORIGIN: with a wrapper in
+ * between, the caller would be libftrace.so. So a bare name is first resolved here along the
+ * caller's own search path (dlinfo RTLD_DI_SERINFO on the caller's link map), and the real
+ * dlopen() gets the full path; names it cannot resolve go to dlopen() unchanged. */
+typedef void *(*dlopen_fn)(const char *, int);
+typedef int (*dlclose_fn)(void *);
+static dlopen_fn real_dlopen;
+static dlclose_fn real_dlclose;
+
+static const char *caller_search(const void *caller, const char *file, char *out, size_t len)
+{
+    Dl_info di;
+    struct link_map *lm = NULL;
+    if (!file || strchr(file, '/') || !dladdr1(caller, &di, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
+        return file;
+    Dl_serinfo size;
+    if (dlinfo(lm, RTLD_DI_SERINFOSIZE, &size) != 0 || size.dls_size == 0)
+        return file;
+    Dl_serinfo *si = malloc(size.dls_size);
+    if (!si)
+        return file;
+    *si = size;
+    const char *found = file;
+    if (dlinfo(lm, RTLD_DI_SERINFO, si) == 0) {
+        for (unsigned i = 0; i < si->dls_cnt; i++) {
+            snprintf(out, len, "%s/%s", si->dls_serpath[i].dls_name, file);
+            if (access(out, R_OK) == 0) {
+                found = out;
+                break;
+            }
+        }
+    }
+    free(si);
+    return found;
+}
+
+__attribute__((visibility("default"))) void *dlopen(const char *file, int mode)
+{
+    if (!real_dlopen)
+        real_dlopen = (dlopen_fn)dlsym(RTLD_NEXT, "dlopen");
+    if (!real_dlopen)
+        return NULL;
+    char path[4096];
+    void *h = NULL;
+    if (file && !strchr(file, '/'))
+        h = real_dlopen(file, mode | RTLD_NOLOAD); /* already loaded: no search happens */
+    if (h && !(mode & RTLD_NOLOAD)) {
+        if (!real_dlclose)
+            real_dlclose = (dlclose_fn)dlsym(RTLD_NEXT, "dlclose");
+        real_dlclose(h); /* undo the NOLOAD reference; the real open takes its own */
+        h = real_dlopen(file, mode);
+    } else if (!h) {
+        h = real_dlopen(caller_search(__builtin_return_address(0), file, path, sizeof path),
+                        mode);
+        if (!h && file && !strchr(file, '/'))
+            h = real_dlopen(file, mode); /* same error message as without us */
+    }
+    if (h && !(mode & RTLD_NOLOAD))
+        ftr_modules_rescan();
+    return h;
+}
+
+__attribute__((visibility("default"))) int dlclose(void *handle)
+{
+    if (!real_dlclose)
+        real_dlclose = (dlclose_fn)dlsym(RTLD_NEXT, "dlclose");
+    int rc = real_dlclose ? real_dlclose(handle) : -1;
+    if (rc == 0)
+        ftr_modules_rescan();
+    return rc;
 }

@@ -110,6 +110,8 @@ static void thread_destructor(void *arg)
      * it is inside pthread_exit; hooks from later destructors see FTR_T_OFF. */
     munmap(t->shadow_base, (size_t)((char *)t->shadow_end - (char *)t->shadow_base));
     t->shadow_base = t->shadow_end = t->top = NULL;
+    free(t->grave);
+    t->grave = NULL;
     ftr_wake_writer();
 }
 
@@ -135,6 +137,17 @@ void ftr_thread_init_slow(void *unused)
     }
     thr->tid = (uint32_t)syscall(SYS_gettid);
     thr->tls = t;
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        void *lo;
+        size_t size;
+        if (pthread_attr_getstack(&attr, &lo, &size) == 0) {
+            t->stack_lo = (uintptr_t)lo;
+            t->stack_hi = (uintptr_t)lo + size;
+        }
+        pthread_attr_destroy(&attr);
+    }
+    t->grave = calloc(FTR_GRAVE_SIZE, sizeof *t->grave);
     pthread_getname_np(pthread_self(), thr->name, sizeof thr->name);
     t->thr = thr;
     t->shadow_base = t->top = shadow;
@@ -216,4 +229,49 @@ void ftr_reap_threads(void)
         }
     }
     pthread_mutex_unlock(&reg_lock);
+}
+
+/* In a fork child, only the forking thread exists. Its chunk holds records of the parent,
+ * which the parent's writer writes: mark them as taken. Every other chunk goes back to the
+ * pool. The locks were held across fork (ftr_threads_prepare_fork): make them new. */
+void ftr_threads_prepare_fork(void) { pthread_mutex_lock(&reg_lock); }
+void ftr_threads_parent_fork(void) { pthread_mutex_unlock(&reg_lock); }
+
+void ftr_threads_child_fork(void)
+{
+    pthread_mutex_init(&reg_lock, NULL);
+    pthread_cond_init(&pool_cond, NULL);
+    struct ftr_tls *t = &ftr_tls;
+    struct ftr_chunk *keep = t->thr ? t->thr->cur : NULL;
+    for (struct ftr_chunk *c = full_head, *next; c; c = next) {
+        next = c->next;
+        memset(c->rec, 0, c->nrec * sizeof c->rec[0]);
+        c->next = free_chunks;
+        free_chunks = c;
+    }
+    full_head = NULL;
+    full_tail = &full_head;
+    for (struct ftr_thread *thr = threads, *next; thr; thr = next) {
+        next = thr->next;
+        if (thr == t->thr)
+            continue;
+        if (thr->cur && thr->cur != keep) {
+            memset(thr->cur->rec, 0, thr->cur->nrec * sizeof thr->cur->rec[0]);
+            thr->cur->next = free_chunks;
+            free_chunks = thr->cur;
+        }
+        free(thr);
+    }
+    threads = t->thr;
+    if (t->thr) {
+        t->thr->next = NULL;
+        t->thr->tid = (uint32_t)syscall(SYS_gettid);
+        if (keep) {
+            keep->tid = t->thr->tid;
+            struct ftr_rec *pos = t->pos;
+            if (pos > keep->rec + keep->nrec)
+                pos = keep->rec + keep->nrec;
+            keep->flushed = (size_t)(pos - keep->rec);
+        }
+    }
 }

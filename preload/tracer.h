@@ -38,6 +38,7 @@ enum ftr_tstate {
 
 struct ftr_chunk;
 struct ftr_thread;
+#define FTR_GRAVE_SIZE 256u /* power of two */
 
 struct ftr_tls {
     struct ftr_rec *pos;            /* next free record in the current chunk */
@@ -48,6 +49,9 @@ struct ftr_tls {
     uint32_t state;                 /* enum ftr_tstate */
     uint32_t in_slow;               /* inside the slow path: nested hooks do not record */
     struct ftr_thread *thr;         /* registry entry (threads.c) */
+    uintptr_t stack_lo, stack_hi;   /* this thread's own stack (0, 0: unknown) */
+    struct ftr_shadow *grave;       /* FTR_GRAVE_SIZE entries closed as dead, most recent last */
+    uint32_t grave_pos;
     uint64_t overruns;              /* calls not hooked because the shadow stack was full */
     uint64_t lost;                  /* events dropped (nested in the slow path, no chunk) */
 };
@@ -87,6 +91,13 @@ void ftr_xsave_init(void) FTR_HIDDEN;
 /* hooks.c (called from the trampolines) */
 void ftr_hook_entry(uint32_t site, uintptr_t *slot) FTR_HIDDEN;
 uintptr_t ftr_hook_exit(uintptr_t sp) FTR_HIDDEN;
+/* For the unwind wrappers (unwind.c): close, as unwound now, this thread's frames whose hooked
+ * slot lies below sp on the same stack (or at it, when inclusive); or every frame. */
+void ftr_close_frames_below(uintptr_t sp, int inclusive) FTR_HIDDEN;
+void ftr_close_all_frames(void) FTR_HIDDEN;
+/* In a fork child: the frames inherited from the parent are entered again, now, in the
+ * child's own stream, so that its tree nests and closes. */
+void ftr_reopen_frames(void) FTR_HIDDEN;
 static inline uint64_t ftr_rdtsc(void)
 {
     uint32_t lo, hi;
@@ -119,6 +130,9 @@ void ftr_thread_init_slow(void *unused) FTR_HIDDEN;   /* first hook in a thread 
 void ftr_chunk_full_slow(void *unused) FTR_HIDDEN;    /* current chunk is full */
 void ftr_thread_off(void) FTR_HIDDEN;                 /* this thread stops recording */
 int ftr_threads_init(void) FTR_HIDDEN;
+void ftr_threads_prepare_fork(void) FTR_HIDDEN;
+void ftr_threads_parent_fork(void) FTR_HIDDEN;
+void ftr_threads_child_fork(void) FTR_HIDDEN;
 /* writer side */
 struct ftr_chunk *ftr_take_full_chunks(void) FTR_HIDDEN;      /* FIFO list, may be NULL */
 void ftr_release_chunk(struct ftr_chunk *c) FTR_HIDDEN;       /* back to the pool, zeroed */
@@ -128,6 +142,7 @@ void ftr_wake_writer(void) FTR_HIDDEN;
 
 /* writer.c */
 int ftr_writer_start(char *err, size_t errlen) FTR_HIDDEN;
+void ftr_writer_reset(int after_fork) FTR_HIDDEN;
 void ftr_writer_stop(const struct ftr_end_info *end) FTR_HIDDEN; /* final flush, END chunk */
 void ftr_writer_stop_from_signal(const struct ftr_end_info *end) FTR_HIDDEN;
 int ftr_writer_failed(void) FTR_HIDDEN;
@@ -139,9 +154,20 @@ uint64_t ftr_writer_events(void) FTR_HIDDEN;
 uint64_t ftr_writer_calls(void) FTR_HIDDEN;
 
 /* modules.c */
-int ftr_modules_patch_all(char *err, size_t errlen) FTR_HIDDEN;
+size_t ftr_modules_scan(void) FTR_HIDDEN; /* finds the loaded modules' sites; @return count */
+int ftr_modules_patch(char *err, size_t errlen) FTR_HIDDEN; /* stubs + rewrite, handshake */
+void ftr_modules_describe(struct ftr_buf *out) FTR_HIDDEN;   /* MODULE+SITES chunks, again */
+void ftr_modules_rescan(void) FTR_HIDDEN;                    /* after dlopen / dlclose */
 
 /* init.c */
 void ftr_msg(const char *fmt, ...) FTR_HIDDEN __attribute__((format(printf, 1, 2)));
+/* The image ends (exit, exec): stop recording, flush, END chunk. @return 1 if it did. */
+int ftr_finish(uint32_t how, int code) FTR_HIDDEN;
+void ftr_resume(void) FTR_HIDDEN;            /* after an exec that failed */
+void ftr_child_after_fork(void) FTR_HIDDEN;  /* a fork child traces on, as its own process */
+extern int ftr_is_root FTR_HIDDEN;           /* this process created the trace file */
+
+/* process.c: the environment every child and exec'd image must carry */
+void ftr_env_snapshot(void) FTR_HIDDEN;
 
 #endif /* FTR_TRACER_H */

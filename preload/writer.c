@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,15 +100,25 @@ static void encode(uint32_t tid, const struct ftr_rec *r, size_t n)
     ftr_enc_events(enc, ftr_g.pid, tid, r, n, &out);
 }
 
+#define CALIBRATION_NS 2000000 /* 2 ms against CLOCK_MONOTONIC_RAW: about 1e-4 relative error */
+
+/* The PROCESS chunk comes first in every process's (and exec'd image's) stream, so that a
+ * reader attributes the chunks after it to this image. The TSC frequency is measured against
+ * CLOCK_MONOTONIC_RAW over the time since start, waiting (on this thread, not the program's)
+ * until that is at least CALIBRATION_NS. */
 static void write_process_chunk(void)
 {
-    /* TSC frequency measured against CLOCK_MONOTONIC_RAW over the time since start: the longer
-     * the process has run when this is written, the better the figure. */
+    extern uint64_t ftr_start_raw_ns;
     struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    uint64_t elapsed = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec - ftr_start_raw_ns;
+    if (elapsed < CALIBRATION_NS && !w_stop) {
+        struct timespec d = {0, (long)(CALIBRATION_NS - elapsed)};
+        nanosleep(&d, NULL);
+    }
     clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
     uint64_t now_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     uint64_t now_tsc = ftr_rdtsc();
-    extern uint64_t ftr_start_raw_ns;
     extern struct ftr_process_info ftr_process;
     double hz = (double)(now_tsc - ftr_g.start_tsc) * 1e9 / (double)(now_ns - ftr_start_raw_ns);
     ftr_process.tsc_hz = (uint64_t)hz;
@@ -169,7 +180,9 @@ static void *writer_main(void *arg)
 {
     (void)arg;
     ftr_thread_off();
-    ftr_writer_tid = (uint32_t)syscall(SYS_gettid);
+    __atomic_store_n(&ftr_writer_tid, (uint32_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+    write_process_chunk();
+    flush_out();
     uint64_t next_flush = mono_ms() + ftr_g.flush_ms;
     for (;;) {
         pthread_mutex_lock(&w_lock);
@@ -192,8 +205,6 @@ static void *writer_main(void *arg)
         int partial = stop || now >= next_flush;
         if (partial)
             next_flush = now + ftr_g.flush_ms;
-        if (!process_written && (partial || stop))
-            write_process_chunk();
         write_pending(partial);
         if (stop)
             break;
@@ -211,22 +222,35 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
+/* Forgets the state of a writer thread that no longer exists (in a fork child, or after the
+ * final flush before an exec that failed), so that ftr_writer_start() can run again. */
+void ftr_writer_reset(int after_fork)
+{
+    if (after_fork) {
+        pthread_mutex_init(&w_lock, NULL);
+        pthread_cond_init(&w_cond, NULL);
+    }
+    w_kick = w_stop = w_running = 0;
+    atomic_store(&w_sigstop, 0);
+    atomic_store(&w_done, 0);
+    w_meta.len = 0;
+    out.len = 0;
+    process_written = 0;
+    write_failed = 0;
+    bytes_written = bytes_dropped = 0;
+    events_total = calls_total = 0;
+    ftr_writer_tid = 0;
+}
+
 int ftr_writer_start(char *err, size_t errlen)
 {
-    enc = ftr_enc_new(ftr_g.zstd_level);
+    if (!enc)
+        enc = ftr_enc_new(ftr_g.zstd_level);
     scratch_n = ftr_g.chunk_bytes / sizeof(struct ftr_rec);
-    scratch = malloc(scratch_n * sizeof *scratch);
+    if (!scratch)
+        scratch = malloc(scratch_n * sizeof *scratch);
     if (!enc || !scratch) {
         snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    if (ftr_enc_file_header(&out) != FTR_OK) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    flush_out();
-    if (write_failed) {
-        snprintf(err, errlen, "cannot write %s: %s", ftr_g.output, strerror(write_failed));
         return -1;
     }
     sigset_t all, old;
@@ -239,6 +263,8 @@ int ftr_writer_start(char *err, size_t errlen)
         return -1;
     }
     w_running = 1;
+    while (!__atomic_load_n(&ftr_writer_tid, __ATOMIC_ACQUIRE)) /* the handshake skips it */
+        sched_yield();
     return 0;
 }
 

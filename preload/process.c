@@ -1,0 +1,218 @@
+/*
+ * process.c - tracing follows the program into the processes it creates.
+ *
+ *  - fork(): handled by pthread_atfork handlers (init.c, threads.c, writer.c): the child traces
+ *    on as its own process of the session.
+ *  - exec*(): the image that execs writes everything it recorded (END, "replaced by exec")
+ *    before the exec; if the exec fails, tracing resumes. The new image must find the preload
+ *    and the session in its environment even when the program passes an environment of its
+ *    own making: the wrappers add LD_PRELOAD and every FTRACE_* variable the session started
+ *    with, where the program's environment lacks them (the program's own values win).
+ *  - posix_spawn*(): the environment, likewise. (glibc's system() and popen() use environ,
+ *    which already carries it.)
+ *  - vfork(): the child shares our memory; ftr_finish() recognises it by its pid and does
+ *    nothing, and the wrappers only build the new environment, on the stack.
+ *
+ * glibc's exec functions call each other internally (not through the PLT), so each exported
+ * one is wrapped. The real functions are looked up at start-up: a vfork child must not run
+ * the dynamic linker's lookup code.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ftr_env.h"
+#include "tracer.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define MAX_ARGS 4096
+
+extern char **environ;
+
+static char *session_env[FTR_ENV__COUNT]; /* "FTRACE_X=value" as the session started */
+static size_t n_session_env;
+static char preload_lib[PATH_MAX]; /* our own path, for LD_PRELOAD */
+
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*fexecve_fn)(int, char *const[], char *const[]);
+typedef int (*execveat_fn)(int, const char *, char *const[], char *const[], int);
+typedef int (*spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+                        const posix_spawnattr_t *, char *const[], char *const[]);
+static execve_fn real_execve, real_execvpe;
+static fexecve_fn real_fexecve;
+static execveat_fn real_execveat;
+static spawn_fn real_posix_spawn, real_posix_spawnp;
+
+void ftr_env_snapshot(void)
+{
+    for (int i = 0; i < FTR_ENV__COUNT; i++) {
+        const char *v = getenv(ftr_env_name(i));
+        if (v && asprintf(&session_env[n_session_env], "%s=%s", ftr_env_name(i), v) > 0)
+            n_session_env++;
+    }
+    Dl_info di;
+    if (dladdr((void *)ftr_env_snapshot, &di) && di.dli_fname)
+        snprintf(preload_lib, sizeof preload_lib, "%s", di.dli_fname);
+    real_execve = (execve_fn)dlsym(RTLD_NEXT, "execve");
+    real_execvpe = (execve_fn)dlsym(RTLD_NEXT, "execvpe");
+    real_fexecve = (fexecve_fn)dlsym(RTLD_NEXT, "fexecve");
+    real_execveat = (execveat_fn)dlsym(RTLD_NEXT, "execveat");
+    real_posix_spawn = (spawn_fn)dlsym(RTLD_NEXT, "posix_spawn");
+    real_posix_spawnp = (spawn_fn)dlsym(RTLD_NEXT, "posix_spawnp");
+}
+
+static size_t count(char *const v[])
+{
+    size_t n = 0;
+    while (v && v[n])
+        n++;
+    return n;
+}
+
+static int has_name(char *const env[], const char *entry)
+{
+    size_t len = strcspn(entry, "=");
+    for (size_t i = 0; env && env[i]; i++)
+        if (strncmp(env[i], entry, len) == 0 && env[i][len] == '=')
+            return 1;
+    return 0;
+}
+
+/* Fills out (room for count(env) + FTR_ENV__COUNT + 2 pointers) with env plus what the session
+ * needs; ld is scratch for a rewritten LD_PRELOAD entry. No allocation (vfork children). */
+static char **session_envp(char *const env[], char **out, char *ld, size_t ldlen)
+{
+    size_t n = 0;
+    int have_ld = 0;
+    for (size_t i = 0; env && env[i]; i++) {
+        if (strncmp(env[i], "LD_PRELOAD=", 11) == 0 && preload_lib[0]) {
+            have_ld = 1;
+            if (!strstr(env[i] + 11, preload_lib)) {
+                snprintf(ld, ldlen, "LD_PRELOAD=%s%s%s", preload_lib, env[i][11] ? ":" : "",
+                         env[i] + 11);
+                out[n++] = ld;
+                continue;
+            }
+        }
+        out[n++] = env[i];
+    }
+    if (!have_ld && preload_lib[0]) {
+        snprintf(ld, ldlen, "LD_PRELOAD=%s", preload_lib);
+        out[n++] = ld;
+    }
+    for (size_t i = 0; i < n_session_env; i++)
+        if (!has_name(env, session_env[i]))
+            out[n++] = session_env[i];
+    out[n] = NULL;
+    return out;
+}
+
+#define SESSION_ENVP(env, name)                                                                    \
+    char *name##_v[count(env) + FTR_ENV__COUNT + 2];                                               \
+    char name##_ld[PATH_MAX + 4096];                                                               \
+    char **name = session_envp(env, name##_v, name##_ld, sizeof name##_ld)
+
+/* Runs an exec: flush this image's trace first, resume it if the exec fails. */
+#define DO_EXEC(call)                                                                              \
+    do {                                                                                           \
+        int finished_ = ftr_finish(FTR_END_EXEC, 0);                                               \
+        int rc_ = (call);                                                                          \
+        int errno_ = errno;                                                                        \
+        if (finished_)                                                                             \
+            ftr_resume();                                                                          \
+        errno = errno_;                                                                            \
+        return rc_;                                                                                \
+    } while (0)
+
+static int missing(void)
+{
+    errno = ENOSYS;
+    return -1;
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+    SESSION_ENVP(envp, env);
+    DO_EXEC(real_execve ? real_execve(path, argv, env) : missing());
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    SESSION_ENVP(envp, env);
+    DO_EXEC(real_execvpe ? real_execvpe(file, argv, env) : missing());
+}
+
+EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+    SESSION_ENVP(envp, env);
+    DO_EXEC(real_fexecve ? real_fexecve(fd, argv, env) : missing());
+}
+
+EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
+                    int flags)
+{
+    SESSION_ENVP(envp, env);
+    DO_EXEC(real_execveat ? real_execveat(dirfd, path, argv, env, flags) : missing());
+}
+
+EXPORT int execv(const char *path, char *const argv[]) { return execve(path, argv, environ); }
+EXPORT int execvp(const char *file, char *const argv[]) { return execvpe(file, argv, environ); }
+
+/* execl*(): the variadic arguments, gathered into an argv on the stack. */
+#define GATHER(first, ap, argv, after)                                                             \
+    char *argv[MAX_ARGS];                                                                          \
+    size_t argc_ = 0;                                                                              \
+    argv[argc_++] = (char *)(first);                                                               \
+    va_start(ap, first);                                                                           \
+    while (argc_ < MAX_ARGS - 1 && (argv[argc_] = va_arg(ap, char *)) != NULL)                     \
+        argc_++;                                                                                   \
+    argv[argc_] = NULL;                                                                            \
+    after;                                                                                         \
+    va_end(ap)
+
+EXPORT int execl(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    GATHER(arg, ap, argv, (void)0);
+    return execve(path, argv, environ);
+}
+
+EXPORT int execlp(const char *file, const char *arg, ...)
+{
+    va_list ap;
+    GATHER(arg, ap, argv, (void)0);
+    return execvpe(file, argv, environ);
+}
+
+EXPORT int execle(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    char *const *envp;
+    GATHER(arg, ap, argv, envp = va_arg(ap, char *const *));
+    return execve(path, argv, envp);
+}
+
+EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+                       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+    if (!real_posix_spawn)
+        return ENOSYS;
+    SESSION_ENVP(envp, env);
+    return real_posix_spawn(pid, path, fa, attr, argv, env);
+}
+
+EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+                        const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+    if (!real_posix_spawnp)
+        return ENOSYS;
+    SESSION_ENVP(envp, env);
+    return real_posix_spawnp(pid, file, fa, attr, argv, env);
+}
