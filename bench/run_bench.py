@@ -65,9 +65,10 @@ WORKLOADS = {
 
 
 class Config:
-    def __init__(self, tool, build, extra=()):
-        self.tool, self.build, self.extra = tool, build, list(extra)
-        self.name = f"{tool}:{build}"
+    def __init__(self, tool, build, extra=(), env=None):
+        self.tool, self.build, self.extra, self.env = tool, build, list(extra), env or {}
+        label = "".join(f" {k.replace('FTRACE_', '')}={v}" for k, v in self.env.items())
+        self.name = f"{tool}{label}:{build}"
 
 
 def make_configs(a):
@@ -77,6 +78,8 @@ def make_configs(a):
         untraced += ["clang_base", "clang_pg", "clang_pgfentry", "clang_pfe5"]
         traced += ["clang_pg", "clang_pgfentry", "clang_pfe5"]
     cfgs = [Config("none", b) for b in untraced] + [Config("ftrace-run", b) for b in traced]
+    for kv in a.ftrace_env:  # e.g. FTRACE_BUFSIZE=256: a tuning variant beside the default
+        cfgs.append(Config("ftrace-run", "pgfentry", env=dict([kv.split("=", 1)])))
     cfgs.append(Config("minhook", "pgfentry"))
     if shutil.which("uftrace"):
         cfgs.append(Config("uftrace", "pgfentry"))
@@ -113,6 +116,8 @@ def build(a, cfgs, wls):
     mh = os.path.join(bindir, "minhook.so")
     subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-mgeneral-regs-only", "-o", mh,
                     os.path.join(HERE, "minhook.c")], check=True)
+    subprocess.run(["gcc", "-O2", "-mno-red-zone", "-o", os.path.join(bindir, "blocks"),
+                    os.path.join(HERE, "blocks.c")], check=True)
     return mh
 
 
@@ -143,6 +148,7 @@ def run_one(a, cfg, w, n, minhook):
     env = {k: v for k, v in os.environ.items()
            if k != "LD_PRELOAD" and not k.startswith(("FTRACE_", "MINHOOK_"))}
     env["LC_ALL"] = "C"
+    env.update(cfg.env)
     out = os.path.join(a.work_dir, "out", "trace")
     err = os.path.join(a.work_dir, "out", "stderr")
     if cfg.tool == "ftrace-run":
@@ -326,6 +332,8 @@ def machine_info(a):
             "ftrace-run": f"{rev}{dirty}, {a.build_dir}",
             "trace files on": f"{a.work_dir} ({sh(['stat', '-f', '-c', '%T', a.work_dir])})",
             "command": "python3 bench/run_bench.py " + " ".join(sys.argv[1:])}
+    blocks = sh([os.path.join(a.work_dir, "bin", "blocks")]).splitlines()
+    info["building blocks, ns (bench/blocks.c)"] = ", ".join(blocks)
     if a.clang:
         info["clang"] = sh(["clang", "--version"]).splitlines()[0]
     return info
@@ -343,6 +351,8 @@ def main():
     p.add_argument("--quick", action="store_true", help="small N, 2 rounds: a smoke test")
     p.add_argument("--clang", action="store_true", help="also the clang builds")
     p.add_argument("--uftrace-no-libcall", action="store_true", help="also uftrace --no-libcall")
+    p.add_argument("--ftrace-env", action="append", default=[], metavar="VAR=VALUE",
+                   help="also run ftrace-run on pgfentry with this variable set (repeatable)")
     p.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated subset")
     p.add_argument("--only", help="regex: configurations to run (plus the two references)")
     p.add_argument("--n", action="append", default=[], metavar="WL=N", help="override N")

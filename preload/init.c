@@ -81,7 +81,7 @@ static void read_config(void)
     snprintf(ftr_g.output, sizeof ftr_g.output, "%s", out && *out ? out : FTR_DEFAULT_OUTPUT);
     ftr_g.quiet = env_long(FTR_ENV_QUIET, 0, 0, 1);
     ftr_g.verbose = env_long(FTR_ENV_VERBOSE, 0, 0, 1);
-    ftr_g.chunk_bytes = (size_t)env_long(FTR_ENV_BUFSIZE, 64, 4, 65536) * 1024;
+    ftr_g.chunk_bytes = (size_t)env_long(FTR_ENV_BUFSIZE, 256, 4, 65536) * 1024;
     ftr_g.zstd_level = (int)env_long(FTR_ENV_ZSTD_LEVEL, 1, -50, 19);
     ftr_g.flush_ms = (unsigned)env_long(FTR_ENV_FLUSH_MS, 50, 1, 60000);
     ftr_g.shadow_entries = (size_t)env_long(FTR_ENV_DEPTH_MAX, 16384, 64, 1 << 24);
@@ -345,10 +345,14 @@ __attribute__((constructor)) static void ftr_init(void)
                 ftr_process.exe);
         return; /* the file stays, with its header, for instrumented children */
     }
-    if (ftr_threads_init() < 0 || ftr_writer_start(err, sizeof err) < 0) {
+    /* before the writer thread exists: registering for membarrier in a single-threaded process
+     * is immediate, later it waits for an RCU grace period (~15 ms) */
+    if (ftr_stw_init(ftr_g.stw_signal, err, sizeof err) < 0 || ftr_threads_init() < 0 ||
+        ftr_writer_start(err, sizeof err) < 0) {
         ftr_msg("%s; running untraced", err);
         return;
     }
+    ftr_stw_ignore((int)ftr_writer_tid);
     pthread_atfork(fork_prepare, fork_parent, ftr_child_after_fork);
     atomic_store(&ftr_g.recording, 1);
     ftr_g.ready = 1;

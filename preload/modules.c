@@ -378,13 +378,6 @@ size_t ftr_modules_scan(void)
 
 int ftr_modules_patch(char *err, size_t errlen)
 {
-    static int stw_ready;
-    if (!stw_ready) {
-        if (ftr_stw_init(ftr_g.stw_signal, err, errlen) < 0)
-            return -1;
-        ftr_stw_ignore((int)ftr_writer_tid);
-        stw_ready = 1;
-    }
     pthread_mutex_lock(&mods_lock);
     prepare_new();
     int rc = repatch(err, errlen);

@@ -29,7 +29,7 @@ static struct ftr_chunk *full_head, **full_tail = &full_head; /* FIFO to the wri
 static size_t chunks_allocated;
 static pthread_key_t thread_key;
 
-#define POOL_MAX_BYTES (256u << 20) /* chunks beyond this wait for the writer */
+#define POOL_MAX_BYTES (256u << 20) /* past this, a thread waits for a writer that is behind */
 
 static size_t chunk_size(void) { return sizeof(struct ftr_chunk) + ftr_g.chunk_bytes; }
 
@@ -44,7 +44,9 @@ static struct ftr_chunk *chunk_get_locked(void)
             c->next = NULL;
             return c;
         }
-        if (chunks_allocated * chunk_size() < POOL_MAX_BYTES) {
+        /* Beyond the cap, wait only while the writer is behind (full chunks queued): chunks
+         * held by many live threads are not a backlog. */
+        if (chunks_allocated * chunk_size() < POOL_MAX_BYTES || !full_head) {
             struct ftr_chunk *c = mmap(NULL, chunk_size(), PROT_READ | PROT_WRITE,
                                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
             if (c == MAP_FAILED)
