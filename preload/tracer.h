@@ -159,6 +159,10 @@ int ftr_modules_patch(char *err, size_t errlen) FTR_HIDDEN; /* stubs + rewrite, 
 void ftr_modules_describe(struct ftr_buf *out) FTR_HIDDEN;   /* MODULE+SITES chunks, again */
 void ftr_modules_rescan(void) FTR_HIDDEN;                    /* after dlopen / dlclose */
 
+/* fdguard.c: the writer holds this lock around its write()s, dup2() onto our number takes it */
+void ftr_fd_lock(void) FTR_HIDDEN;
+void ftr_fd_unlock(void) FTR_HIDDEN;
+
 /* init.c */
 void ftr_msg(const char *fmt, ...) FTR_HIDDEN __attribute__((format(printf, 1, 2)));
 /* The image ends (exit, exec): stop recording, flush, END chunk. @return 1 if it did. */

@@ -66,6 +66,7 @@ void ftr_writer_add_meta(const struct ftr_buf *chunks)
 static void flush_out(void)
 {
     size_t off = 0;
+    ftr_fd_lock();
     while (!write_failed && off < out.len) {
         ssize_t n = write(ftr_g.fd, out.data + off, out.len - off);
         if (n < 0 && errno == EINTR)
@@ -77,6 +78,7 @@ static void flush_out(void)
         off += (size_t)n;
         bytes_written += (uint64_t)n;
     }
+    ftr_fd_unlock();
     bytes_dropped += out.len - off;
     out.len = 0;
 }
