@@ -195,6 +195,8 @@ long ftr_text_poke(const struct ftr_poke *p, size_t n, size_t *bad, size_t badca
  * programs rarely use real-time signals this high and glibc reserves only the first two. */
 struct ftr_stw_stats {
     unsigned threads;   /* other threads parked */
+    unsigned asleep;    /* threads left blocked in a system call instead (not signalled) */
+    unsigned woke;      /* of those, threads that ran while the text was being written */
     unsigned moved_ips; /* threads moved out of a half-rewritten site */
     uint64_t ns;        /* time the world was stopped */
 };

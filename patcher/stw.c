@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
@@ -52,9 +53,27 @@ static void *cur_arg;
 
 static pid_t tids[MAX_TRACKED];
 static atomic_int acked[MAX_TRACKED];
+static uint64_t asleep_switches[MAX_TRACKED]; /* context switches of a thread left asleep; 0: not */
 static atomic_int ntids; /* published before the signal is sent: the handler scans tids */
 static pid_t ignored[MAX_IGNORED];
 static int nignored;
+
+/* voluntary + involuntary context switches of a thread: unchanged means it did not run */
+static uint64_t context_switches(pid_t tid)
+{
+    char path[64], line[128];
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    uint64_t total = 0, v;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "voluntary_ctxt_switches: %" SCNu64, &v) == 1 ||
+            sscanf(line, "nonvoluntary_ctxt_switches: %" SCNu64, &v) == 1)
+            total += v;
+    fclose(f);
+    return total;
+}
 
 static long futex(atomic_int *addr, int op, int val, const struct timespec *ts)
 {
@@ -139,6 +158,26 @@ static int is_listed(pid_t tid)
     return 0;
 }
 
+/* A thread blocked in a system call runs no user code until it returns, and on its way back the
+ * kernel serialises its instruction stream (membarrier SYNC_CORE): it is left asleep instead of
+ * being signalled, because a handler would make calls like poll(), epoll_wait(), nanosleep()
+ * fail with EINTR even under SA_RESTART. @return its context switch count (+1, never 0), or 0
+ * when it is not blocked in a system call. */
+static uint64_t blocked_in_syscall(pid_t tid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    int nr = -1;
+    int ok = fgets(buf, sizeof buf, f) && sscanf(buf, "%d", &nr) == 1 && nr >= 0;
+    fclose(f);
+    if (!ok)
+        return 0;
+    return context_switches(tid) + 1;
+}
+
 /* Signals every thread not yet listed. @return number signalled, or -1 (too many threads). */
 static int signal_new_threads(int gen, pid_t self)
 {
@@ -164,9 +203,13 @@ static int signal_new_threads(int gen, pid_t self)
         si.si_uid = getuid();
         si.si_value.sival_int = gen;
         int i = atomic_load(&ntids);
-        atomic_store(&acked[i], 0);
+        uint64_t sw = blocked_in_syscall(tid);
+        asleep_switches[i] = sw;
+        atomic_store(&acked[i], sw != 0);
         tids[i] = tid;
         atomic_store(&ntids, i + 1);
+        if (sw)
+            continue; /* counted as stopped: see blocked_in_syscall() */
         if (syscall(SYS_rt_tgsigqueueinfo, pid, tid, stw_signo, &si) == 0)
             added++;
         else
@@ -264,12 +307,22 @@ int ftr_stw_run(ftr_stw_fn fn, ftr_stw_ip_fn ipfn, void *arg, unsigned timeout_m
             syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0);
         serialise();
     }
+    unsigned asleep = 0, woke = 0;
+    for (int i = 0, n = atomic_load(&ntids); i < n; i++) {
+        if (!tids[i] || !asleep_switches[i])
+            continue;
+        asleep++;
+        /* it ran while we wrote: it could have met a half-written site (never seen so far) */
+        woke += context_switches(tids[i]) + 1 != asleep_switches[i];
+    }
     if (rc < 0 && (added < 0 || culprit))
         cur_ipfn = NULL; /* nothing was rewritten */
     atomic_store(&active_gen, 0); /* late deliveries return at once */
     release(gen);
     if (st) {
         st->threads = (unsigned)atomic_load(&n_parked);
+        st->asleep = asleep;
+        st->woke = woke;
         st->moved_ips = (unsigned)atomic_load(&n_moved);
         st->ns = now_ns() - t0;
     }
