@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "ftr_env.h"
+#include "ftr_filter.h"
 
 #ifndef FTR_LIBDIR
 #define FTR_LIBDIR "/usr/local/lib/ftrace-run"
@@ -34,9 +35,17 @@ static void usage(FILE *f)
             "Run PROGRAM (built with -pg -mfentry, -pg, -mnop-mcount -mrecord-mcount or\n"
             "-fpatchable-function-entry=5) and record a function-graph trace of it.\n"
             "\n"
-            "  -o, --output FILE   write the trace to FILE (default %s)\n"
-            "  -q, --quiet         no summary line on stderr\n"
-            "  -h, --help          this help\n"
+            "  -o, --output FILE        write the trace to FILE (default %s)\n"
+            "  -F, --filter EXPR        trace only these functions: comma-separated globs,\n"
+            "                           -glob to exclude, module:glob, @regex; later terms win\n"
+            "                           (every other site stays a NOP and costs nothing)\n"
+            "      --graph-function F   record only the call trees under F (set_graph_function)\n"
+            "      --notrace F          hide F and everything it calls (set_graph_notrace)\n"
+            "      --max-depth N        record calls up to depth N (max_graph_depth)\n"
+            "      --threshold T        keep only calls lasting at least T (10us, 1ms; bare: us)\n"
+            "      --disabled           start with tracing off (ftrace-ctl PID on)\n"
+            "  -q, --quiet              no summary line on stderr\n"
+            "  -h, --help               this help\n"
             "\n"
             "Environment read by the traced program's libftrace.so (set them to use it\n"
             "without ftrace-run: LD_PRELOAD=.../libftrace.so PROGRAM):\n",
@@ -117,8 +126,15 @@ static int is_dynamic_elf(const char *path)
 
 int main(int argc, char **argv)
 {
+    enum { OPT_GRAPH = 256, OPT_NOTRACE, OPT_DEPTH, OPT_THRESHOLD, OPT_DISABLED };
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'},
+        {"filter", required_argument, NULL, 'F'},
+        {"graph-function", required_argument, NULL, OPT_GRAPH},
+        {"notrace", required_argument, NULL, OPT_NOTRACE},
+        {"max-depth", required_argument, NULL, OPT_DEPTH},
+        {"threshold", required_argument, NULL, OPT_THRESHOLD},
+        {"disabled", no_argument, NULL, OPT_DISABLED},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -126,10 +142,50 @@ int main(int argc, char **argv)
     const char *output = FTR_DEFAULT_OUTPUT;
     int quiet = 0, c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+o:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+o:F:qh", opts, NULL)) != -1) {
+        char err[512];
         switch (c) {
         case 'o':
             output = optarg;
+            break;
+        case 'F':
+        case OPT_GRAPH:
+        case OPT_NOTRACE: {
+            struct ftr_filter *f = ftr_filter_parse(optarg, err, sizeof err);
+            if (!f) {
+                fprintf(stderr, "%s: %s\n", prog, err);
+                return 2;
+            }
+            ftr_filter_free(f);
+            setenv(ftr_env_name(c == 'F'        ? FTR_ENV_FILTER
+                                : c == OPT_GRAPH ? FTR_ENV_GRAPH_FUNCTION
+                                                 : FTR_ENV_NOTRACE),
+                   optarg, 1);
+            break;
+        }
+        case OPT_DEPTH: {
+            char *end;
+            unsigned long d = strtoul(optarg, &end, 10);
+            if (!*optarg || *end || d > 1000000) {
+                fprintf(stderr, "%s: --max-depth '%s': expected a number (0 for no limit)\n",
+                        prog, optarg);
+                return 2;
+            }
+            setenv(ftr_env_name(FTR_ENV_MAX_DEPTH), optarg, 1);
+            break;
+        }
+        case OPT_THRESHOLD: {
+            uint64_t ns;
+            if (ftr_parse_duration(optarg, &ns) < 0) {
+                fprintf(stderr, "%s: --threshold '%s': expected a duration like 10us or 1ms\n",
+                        prog, optarg);
+                return 2;
+            }
+            setenv(ftr_env_name(FTR_ENV_THRESHOLD), optarg, 1);
+            break;
+        }
+        case OPT_DISABLED:
+            setenv(ftr_env_name(FTR_ENV_DISABLED), "1", 1);
             break;
         case 'q':
             quiet = 1;
@@ -140,7 +196,7 @@ int main(int argc, char **argv)
         default:
             if (optopt)
                 fprintf(stderr, "%s: option '-%c' %s (see --help)\n", prog, optopt,
-                        strchr("o", optopt) ? "needs an argument" : "is unknown");
+                        strchr("oF", optopt) ? "needs an argument" : "is unknown");
             else
                 fprintf(stderr, "%s: unknown option '%s' (see --help)\n", prog,
                         argv[optind - 1]);

@@ -211,6 +211,10 @@ int ftr_stw_init(int signo, char *err, size_t errlen);
 /*! ftr_stw_ignore() : never signal this thread (e.g. the tracer's own writer, which blocks
  *  every signal and never runs patched code). */
 void ftr_stw_ignore(int tid);
+/*! ftr_stw_on_request() : signals of the handshake's number queued (sigqueue) with a negative
+ *  value are requests from outside (ftrace-ctl): fn(value) runs in the signal handler, so it
+ *  must be async-signal-safe. */
+void ftr_stw_on_request(void (*fn)(int value));
 /*! ftr_stw_run() : parks every other thread, runs fn(arg), makes every thread serialise its
  *  instruction stream, lets each parked thread fix its ip with ipfn, releases them.
  *  Threads that do not acknowledge within timeout_ms make the call give up before fn runs:

@@ -41,6 +41,7 @@
 #define MAX_IGNORED 8
 
 static int stw_signo;
+static void (*request_fn)(int value); /* queued signals with a negative value: see header */
 static int have_membarrier;
 static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sigaction prev_action;
@@ -89,6 +90,11 @@ static inline void serialise(void)
 static void handler(int sig, siginfo_t *si, void *ucv)
 {
     int saved_errno = errno;
+    if (si->si_code == SI_QUEUE && si->si_value.sival_int < 0 && request_fn) {
+        request_fn(si->si_value.sival_int); /* another process asks for something */
+        errno = saved_errno;
+        return;
+    }
     int gen = si->si_code == SI_QUEUE && si->si_pid == getpid() ? si->si_value.sival_int : 0;
     if (gen == 0 || gen != atomic_load(&active_gen)) {
         /* Not ours (or too late): hand a foreign signal to whatever the program installed. */
@@ -140,6 +146,8 @@ int ftr_stw_init(int signo, char *err, size_t errlen)
         syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0;
     return 0;
 }
+
+void ftr_stw_on_request(void (*fn)(int value)) { request_fn = fn; }
 
 void ftr_stw_ignore(int tid)
 {

@@ -19,7 +19,13 @@
     X(FTR_ENV_FLUSH_MS, "FTRACE_FLUSH_MS", "flush partial buffers every N ms (default 50)")        \
     X(FTR_ENV_SESSION, "FTRACE_SESSION", "session id shared by every process of one run")         \
     X(FTR_ENV_DEPTH_MAX, "FTRACE_SHADOW_DEPTH", "shadow stack entries per thread (default 16384)") \
-    X(FTR_ENV_VERBOSE, "FTRACE_VERBOSE", "1: say on stderr what was patched and how")
+    X(FTR_ENV_VERBOSE, "FTRACE_VERBOSE", "1: say on stderr what was patched and how")          \
+    X(FTR_ENV_FILTER, "FTRACE_FILTER", "functions to trace (-F): globs, -exclusions, mod:glob, @re") \
+    X(FTR_ENV_GRAPH_FUNCTION, "FTRACE_GRAPH_FUNCTION", "trace only the call trees under these")   \
+    X(FTR_ENV_NOTRACE, "FTRACE_NOTRACE", "hide the subtrees of these functions")                  \
+    X(FTR_ENV_MAX_DEPTH, "FTRACE_MAX_DEPTH", "record calls up to this depth (0: no limit)")      \
+    X(FTR_ENV_THRESHOLD, "FTRACE_THRESHOLD", "keep only calls at least this long (10us, 1ms)")   \
+    X(FTR_ENV_DISABLED, "FTRACE_DISABLED", "1: start with tracing off (every site a NOP)")
 
 #define FTR_X_ENUM(id, name, help) id,
 enum ftr_env_id { FTR_ENV_VARS(FTR_X_ENUM) FTR_ENV__COUNT };
@@ -42,5 +48,62 @@ static inline const char *ftr_env_help(enum ftr_env_id id)
 }
 
 #define FTR_DEFAULT_OUTPUT "ftrace.ftr"
+
+/* ---- the control channel (ftrace-ctl <-> libftrace.so) ----
+ * ftrace-ctl queues the handshake signal (FTRACE_SIGNAL, default SIGRTMIN+7) to the process with
+ * sigqueue() and the value FTR_CTL_WAKE; the preload then starts its control server (nothing
+ * runs until the first request), which listens on a Unix stream socket at
+ * ftr_ctl_socket_path(): a directory only its owner can enter, plus the peer's credentials
+ * checked on every connection (same uid, or root). Protocol: one request line, answered by text
+ * lines and a last line "ok" or "error: <message>". */
+#define FTR_CTL_WAKE (-0x4654)
+#define FTR_CTL_DEFAULT_SIGNAL_OFFSET 7 /* SIGRTMIN + 7 */
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Parses a duration: a number with ns, us, ms or s; a bare number is in microseconds (like the
+ * kernel's tracing_thresh). @return 0, or -1 when malformed. */
+static inline int ftr_parse_duration(const char *s, uint64_t *ns)
+{
+    char *end;
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    double v = strtod(s, &end);
+    double mul = 1e3;
+    if (!strcmp(end, "ns"))
+        mul = 1;
+    else if (!strcmp(end, "us") || !*end)
+        mul = 1e3;
+    else if (!strcmp(end, "ms"))
+        mul = 1e6;
+    else if (!strcmp(end, "s"))
+        mul = 1e9;
+    else
+        return -1;
+    if (v < 0 || v * mul > 1e18)
+        return -1;
+    *ns = (uint64_t)(v * mul + 0.5);
+    return 0;
+}
+
+/* Directory of the control sockets of one user: $XDG_RUNTIME_DIR/ftrace-run when set, else
+ * /tmp/ftrace-run-UID. */
+static inline void ftr_ctl_dir(unsigned uid, char *buf, size_t len)
+{
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (xdg && *xdg)
+        snprintf(buf, len, "%s/ftrace-run", xdg);
+    else
+        snprintf(buf, len, "/tmp/ftrace-run-%u", uid);
+}
+static inline void ftr_ctl_socket_path(unsigned uid, int pid, char *buf, size_t len)
+{
+    char dir[200];
+    ftr_ctl_dir(uid, dir, sizeof dir);
+    snprintf(buf, len, "%s/%d.sock", dir, pid);
+}
 
 #endif /* FTR_ENV_H */

@@ -60,11 +60,50 @@ static void bury(struct ftr_tls *t, const struct ftr_shadow *e)
     t->grave[t->grave_pos++ & (FTR_GRAVE_SIZE - 1)] = *e;
 }
 
+/* Takes entry e off the books: its exit (kind EXIT or UNWIND) is recorded when its entry was,
+ * and the per-thread counters forget it. */
+static inline void retire(struct ftr_tls *t, const struct ftr_shadow *e, unsigned kind,
+                          uint64_t tsc)
+{
+    if (e->flags & FTR_SH_RECORDED) {
+        t->rec_depth--;
+        record(t, ftr_rec_head(e->site, kind), tsc);
+    }
+    if (unlikely(e->flags & (FTR_SH_TRIGGER | FTR_SH_NOTRACE))) {
+        t->graph_open -= !!(e->flags & FTR_SH_TRIGGER);
+        t->notrace_open -= !!(e->flags & FTR_SH_NOTRACE);
+    }
+}
+
+/* --threshold: a call shorter than the threshold whose entry record is still the last one in
+ * the chunk (so it has no recorded children) is taken back instead of closed. The writer never
+ * takes records younger than twice the threshold (writer.c), so it cannot have the entry. */
+static inline int rewind_short(struct ftr_tls *t, const struct ftr_shadow *e, uint64_t tsc)
+{
+    if (!(e->flags & FTR_SH_RECORDED) || tsc - e->tsc >= ftr_g.threshold_ticks)
+        return 0;
+    struct ftr_rec *last = t->pos - 1;
+    if (t->pos > t->end || last < t->end - ftr_g.chunk_bytes / sizeof *last ||
+        last->head != ftr_rec_head(e->site, FTR_EV_ENTRY) || last->tsc != e->tsc)
+        return 0;
+    /* Dropping the head drops the entry; giving the slot back must not undo records a signal
+     * handler added meanwhile: one non-locked cmpxchg, atomic against this thread's signals. */
+    __atomic_store_n(&last->head, 0, __ATOMIC_RELAXED);
+    struct ftr_rec *expect = last + 1;
+    __asm__ volatile("cmpxchgq %2, %1" : "+a"(expect), "+m"(t->pos) : "r"(last) : "memory", "cc");
+    t->rec_depth--;
+    if (unlikely(e->flags & (FTR_SH_TRIGGER | FTR_SH_NOTRACE))) {
+        t->graph_open -= !!(e->flags & FTR_SH_TRIGGER);
+        t->notrace_open -= !!(e->flags & FTR_SH_NOTRACE);
+    }
+    return 1;
+}
+
 /* Closes, innermost first, the entries at the top whose hooked slot lies on this stack below
  * sp (or at it, when inclusive): frames unwound without returning (longjmp, exception,
  * cancellation). Stops at the first entry of another stack. @return the new top. */
 static struct ftr_shadow *close_dead(struct ftr_tls *t, struct ftr_shadow *top, uintptr_t sp,
-                                     int inclusive, uint64_t tsc, int rec)
+                                     int inclusive, uint64_t tsc)
 {
     if (!own_stack(t, sp))
         return top;
@@ -72,8 +111,7 @@ static struct ftr_shadow *close_dead(struct ftr_tls *t, struct ftr_shadow *top, 
            (top[-1].slot < sp || (inclusive && top[-1].slot == sp))) {
         top--;
         bury(t, top);
-        if (rec)
-            record(t, ftr_rec_head(top->site, FTR_EV_UNWIND), tsc);
+        retire(t, top, FTR_EV_UNWIND, tsc);
     }
     return top;
 }
@@ -96,7 +134,6 @@ void ftr_hook_entry(uint32_t site, uintptr_t *slot)
             return;
     }
     uint64_t tsc = ftr_rdtsc();
-    int rec = atomic_load_explicit(&ftr_g.recording, memory_order_relaxed);
     uintptr_t s = (uintptr_t)slot, ret = *slot;
 
     struct ftr_shadow *top = t->top;
@@ -104,20 +141,46 @@ void ftr_hook_entry(uint32_t site, uintptr_t *slot)
         /* Same slot, already hooked: a tail call (f jumped to g, g returns for both); both
          * entries stay and are closed together. Otherwise the frames there are dead. */
         int tail_call = top[-1].slot == s && ret == (uintptr_t)ftr_tramp_return;
-        top = close_dead(t, top, s, !tail_call, tsc, rec);
+        top = t->top = close_dead(t, top, s, !tail_call, tsc);
     }
+
+    /* Should this call be seen? The graph knobs decide; a call that is not seen and needs no
+     * bookkeeping is not hooked at all. */
+    uint32_t flags = 0;
+    if (unlikely(ftr_g.site_flags_used)) {
+        unsigned sf = site < FTR_SITE_FLAGS_MAX ? ftr_site_flags[site] : 0;
+        if (t->notrace_open)
+            return; /* inside a hidden subtree */
+        if (sf & FTR_SF_NOTRACE)
+            flags |= FTR_SH_NOTRACE;
+        if (sf & FTR_SF_TRIGGER)
+            flags |= FTR_SH_TRIGGER;
+        else if (ftr_g.graph_mode && !t->graph_open)
+            return; /* outside every --graph-function tree */
+    }
+    int rec = !(flags & FTR_SH_NOTRACE) &&
+              atomic_load_explicit(&ftr_g.recording, memory_order_relaxed) &&
+              (!ftr_g.max_depth || t->rec_depth < ftr_g.max_depth);
+    if (!rec && !flags)
+        return; /* nothing to record, nothing to count: leave the return alone */
+
     if (unlikely(top >= t->shadow_end)) {
         t->overruns++; /* like the kernel's trace_overrun: the call runs unhooked */
-        t->top = top;
         return;
     }
     top->ret = ret;
     top->slot = s;
     top->site = site;
+    top->flags = flags | (rec ? FTR_SH_RECORDED : 0);
+    top->tsc = tsc;
     t->top = top + 1;
     *slot = (uintptr_t)ftr_tramp_return;
-    if (likely(rec))
+    t->graph_open += !!(flags & FTR_SH_TRIGGER);
+    t->notrace_open += !!(flags & FTR_SH_NOTRACE);
+    if (likely(rec)) {
+        t->rec_depth++;
         record(t, ftr_rec_head(site, FTR_EV_ENTRY), tsc);
+    }
 }
 
 static __attribute__((noreturn)) void lost_return(void)
@@ -134,7 +197,7 @@ static __attribute__((noreturn)) void lost_return(void)
  * were skipped (dead, closed as unwound) or live on another stack (kept); or it is not on the
  * shadow stack at all (a frame closed too early: the graveyard has its address). */
 static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_t slot,
-                                                     uint64_t tsc, int rec)
+                                                     uint64_t tsc)
 {
     struct ftr_shadow *base = t->shadow_base, *top = t->top, *m = top;
     while (m > base && m[-1].slot != slot)
@@ -155,8 +218,7 @@ static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_
     for (struct ftr_shadow *e = m; e < top; e++) {
         if (own_stack(t, e->slot) == own_stack(t, slot) && e->slot < slot) {
             bury(t, e);
-            if (rec)
-                record(t, ftr_rec_head(e->site, FTR_EV_UNWIND), tsc);
+            retire(t, e, FTR_EV_UNWIND, tsc);
         } else {
             *keep++ = *e;
         }
@@ -168,8 +230,7 @@ static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_
         lo--;
     uintptr_t ret = lo->ret;
     for (struct ftr_shadow *e = m - 1; e >= lo; e--)
-        if (rec)
-            record(t, ftr_rec_head(e->site, FTR_EV_EXIT), tsc);
+        retire(t, e, FTR_EV_EXIT, tsc);
     for (size_t i = 0; i < kept; i++)
         lo[i] = m[i];
     t->top = lo + kept;
@@ -181,19 +242,18 @@ uintptr_t ftr_hook_exit(uintptr_t sp)
     struct ftr_tls *t = &ftr_tls;
     uintptr_t slot = sp - sizeof(uintptr_t);
     uint64_t tsc = ftr_rdtsc();
-    int rec = recording(t);
 
     struct ftr_shadow *top = t->top;
     if (unlikely(top <= t->shadow_base || top[-1].slot != slot))
-        return exit_slow(t, slot, tsc, rec);
+        return exit_slow(t, slot, tsc);
     /* Every entry of this slot returns now: the function and those it tail-called. The
      * bottom one holds the real return address. */
     uintptr_t ret;
     do {
         top--;
         ret = top->ret;
-        if (likely(rec))
-            record(t, ftr_rec_head(top->site, FTR_EV_EXIT), tsc);
+        if (!(unlikely(ftr_g.threshold_ticks) && rewind_short(t, top, tsc)))
+            retire(t, top, FTR_EV_EXIT, tsc);
     } while (top > t->shadow_base && top[-1].slot == slot);
     t->top = top;
     return ret;
@@ -204,7 +264,7 @@ void ftr_close_frames_below(uintptr_t sp, int inclusive)
     struct ftr_tls *t = &ftr_tls;
     if (!t->shadow_base)
         return;
-    t->top = close_dead(t, t->top, sp, inclusive, ftr_rdtsc(), recording(t));
+    t->top = close_dead(t, t->top, sp, inclusive, ftr_rdtsc());
 }
 
 void ftr_close_all_frames(void)
@@ -213,12 +273,10 @@ void ftr_close_all_frames(void)
     if (!t->shadow_base)
         return;
     uint64_t tsc = ftr_rdtsc();
-    int rec = recording(t);
     struct ftr_shadow *top = t->top;
     while (top > t->shadow_base) {
         top--;
-        if (rec)
-            record(t, ftr_rec_head(top->site, FTR_EV_UNWIND), tsc);
+        retire(t, top, FTR_EV_UNWIND, tsc);
     }
     t->top = top;
 }
@@ -230,5 +288,6 @@ void ftr_reopen_frames(void)
         return;
     uint64_t tsc = ftr_rdtsc();
     for (struct ftr_shadow *e = t->shadow_base; e < t->top; e++)
-        record(t, ftr_rec_head(e->site, FTR_EV_ENTRY), tsc);
+        if (e->flags & FTR_SH_RECORDED)
+            record(t, ftr_rec_head(e->site, FTR_EV_ENTRY), tsc);
 }

@@ -130,15 +130,6 @@ static void print_summary(void)
                 lost ? ", some events lost" : "");
 }
 
-static void sum_thread(struct ftr_thread *thr, void *arg)
-{
-    struct ftr_end_info *e = arg;
-    if (!thr->ended && thr->tls) {
-        e->lost += thr->tls->lost;
-        e->overruns += thr->tls->overruns;
-    }
-}
-
 static void fill_end(uint32_t how, int code)
 {
     end_info.tsc = ftr_rdtsc();
@@ -159,7 +150,8 @@ int ftr_finish(uint32_t how, int code)
     atomic_store(&ftr_g.recording, 0);
     ftr_tls.in_slow = 1; /* this thread records nothing more */
     fill_end(how, code);
-    ftr_for_each_thread(sum_thread, &end_info);
+    end_info.lost = ftr_lost_events();
+    end_info.overruns = ftr_overrun_calls();
     ftr_writer_stop(&end_info);
     if (how != FTR_END_EXEC)
         print_summary();
@@ -330,6 +322,10 @@ __attribute__((constructor)) static void ftr_init(void)
         setenv(ftr_env_name(FTR_ENV_SESSION), id, 1); /* children and exec'd images join */
     }
     ftr_env_snapshot();
+    if (ftr_settings_init(err, sizeof err) < 0) {
+        ftr_msg("%s; running untraced", err);
+        return;
+    }
 
     size_t nsites = ftr_modules_scan();
     if (nsites == 0 && !ftr_is_root)
@@ -360,4 +356,6 @@ __attribute__((constructor)) static void ftr_init(void)
     install_fatal_handlers();
     if (ftr_modules_patch(err, sizeof err) < 0)
         ftr_msg("%s; running untraced", err);
+    else if (ftr_g.patched == 0 && ftr_settings_enabled() && ftr_settings_filter_expr())
+        ftr_modules_say_unmatched(ftr_settings_filter_expr());
 }

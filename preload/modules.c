@@ -33,6 +33,7 @@ struct mod {
     int ready;           /* stubs built and described to the trace */
     int gone;            /* unloaded (dlclose): its sites are forgotten */
     int seen;            /* scratch: found by the last dl_iterate_phdr walk */
+    int is_main;         /* the executable */
 };
 
 static pthread_mutex_t mods_lock = PTHREAD_MUTEX_INITIALIZER; /* dlopen/dlclose/patching */
@@ -112,6 +113,7 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
         return 0;
     }
     md->id = next_module_id++;
+    md->is_main = path == exe;
     nmods++;
     return 0;
 }
@@ -231,9 +233,7 @@ static uint64_t fix_ip(void *arg, uint64_t ip)
 /* The state a site should be in: a call to its stub when its function is selected. */
 static int wanted(const struct mod *md, const struct ftr_site *s)
 {
-    (void)md;
-    (void)s;
-    return FTR_SITE_CALL;
+    return (int)ftr_site_wanted(md->m.path, md->is_main, s);
 }
 
 /* Rewrites every ready site whose state differs from wanted(), under the handshake. Must hold
@@ -506,4 +506,28 @@ __attribute__((visibility("default"))) int dlclose(void *handle)
     if (rc == 0)
         ftr_modules_rescan();
     return rc;
+}
+
+/* The filter selected no site: say so, with the names that come closest. */
+void ftr_modules_say_unmatched(const char *expr)
+{
+    pthread_mutex_lock(&mods_lock);
+    size_t total = 0;
+    for (size_t k = 0; k < nmods; k++)
+        total += mods[k].ready && !mods[k].gone ? mods[k].m.nsites : 0;
+    const char **names = calloc(total ? total : 1, sizeof *names);
+    size_t n = 0;
+    for (size_t k = 0; names && k < nmods; k++)
+        for (size_t i = 0; mods[k].ready && !mods[k].gone && i < mods[k].m.nsites; i++)
+            names[n++] = mods[k].m.sites[i].name;
+    const char *near[5];
+    size_t m = names ? ftr_settings_nearest(names, n, near, 5) : 0;
+    char list[512] = "";
+    for (size_t i = 0; i < m; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                 near[i]);
+    ftr_msg("filter '%s' matches none of the %zu functions%s%s; running untraced", expr, n,
+            m ? "; nearest: " : "", list);
+    free(names);
+    pthread_mutex_unlock(&mods_lock);
 }

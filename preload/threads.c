@@ -28,6 +28,7 @@ static struct ftr_chunk *free_chunks;         /* pool */
 static struct ftr_chunk *full_head, **full_tail = &full_head; /* FIFO to the writer */
 static size_t chunks_allocated;
 static pthread_key_t thread_key;
+static uint64_t lost_ended, overruns_ended; /* of threads that ended (under reg_lock) */
 
 #define POOL_MAX_BYTES (256u << 20) /* past this, a thread waits for a writer that is behind */
 
@@ -106,6 +107,8 @@ static void thread_destructor(void *arg)
         queue_full_locked(thr->cur);
     thr->cur = NULL;
     thr->ended = 1;
+    lost_ended += t->lost;
+    overruns_ended += t->overruns;
     t->pos = t->end = NULL;
     pthread_mutex_unlock(&reg_lock);
     /* No hooked frame of this thread can return any more: its start routine has returned or
@@ -276,4 +279,31 @@ void ftr_threads_child_fork(void)
             keep->flushed = (size_t)(pos - keep->rec);
         }
     }
+}
+
+static void sum_live(uint64_t *lost, uint64_t *overruns)
+{
+    pthread_mutex_lock(&reg_lock);
+    *lost = lost_ended;
+    *overruns = overruns_ended;
+    for (struct ftr_thread *thr = threads; thr; thr = thr->next)
+        if (!thr->ended && thr->tls) {
+            *lost += thr->tls->lost;
+            *overruns += thr->tls->overruns;
+        }
+    pthread_mutex_unlock(&reg_lock);
+}
+
+uint64_t ftr_lost_events(void)
+{
+    uint64_t l, o;
+    sum_live(&l, &o);
+    return l;
+}
+
+uint64_t ftr_overrun_calls(void)
+{
+    uint64_t l, o;
+    sum_live(&l, &o);
+    return o;
 }

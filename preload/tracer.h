@@ -27,8 +27,17 @@ struct ftr_shadow {
     uintptr_t ret;  /* the caller's real return address */
     uintptr_t slot; /* where it was on the stack (to resynchronise after longjmp & co) */
     uint32_t site;
-    uint32_t pad;
+    uint32_t flags; /* FTR_SH_* */
+    uint64_t tsc;   /* entry time (for the threshold) */
 };
+#define FTR_SH_RECORDED 1u /* its entry was recorded: its exit will be too */
+#define FTR_SH_TRIGGER 2u  /* a --graph-function root */
+#define FTR_SH_NOTRACE 4u  /* a --notrace function: its subtree is hidden */
+
+/* per-site flags (ftr_site_flags[site]) */
+#define FTR_SF_TRIGGER 1u
+#define FTR_SF_NOTRACE 2u
+#define FTR_SITE_FLAGS_MAX (1u << 24)
 
 enum ftr_tstate {
     FTR_T_NEW = 0,  /* no hook has run in this thread yet */
@@ -52,6 +61,9 @@ struct ftr_tls {
     uintptr_t stack_lo, stack_hi;   /* this thread's own stack (0, 0: unknown) */
     struct ftr_shadow *grave;       /* FTR_GRAVE_SIZE entries closed as dead, most recent last */
     uint32_t grave_pos;
+    uint32_t rec_depth;             /* recorded frames open (for --max-depth) */
+    uint32_t graph_open;            /* --graph-function roots open */
+    uint32_t notrace_open;          /* --notrace functions open */
     uint64_t overruns;              /* calls not hooked because the shadow stack was full */
     uint64_t lost;                  /* events dropped (nested in the slow path, no chunk) */
 };
@@ -75,7 +87,14 @@ struct ftr_global {
     int stw_signal;
     /* counters for the END chunk and the summary line */
     uint64_t sites, patched, skipped;
+    /* graph knobs, read by the hooks (relaxed): 0 = off */
+    unsigned max_depth;
+    uint64_t threshold_ticks;
+    int graph_mode;      /* some site is a --graph-function root */
+    int site_flags_used; /* ftr_site_flags holds something */
+    uint64_t tsc_hz;     /* estimate for converting the threshold */
 };
+extern uint8_t *ftr_site_flags FTR_HIDDEN; /* FTR_SITE_FLAGS_MAX entries, NORESERVE */
 extern struct ftr_global ftr_g FTR_HIDDEN;
 
 /* tramp_x86_64.S */
@@ -137,7 +156,9 @@ void ftr_threads_child_fork(void) FTR_HIDDEN;
 struct ftr_chunk *ftr_take_full_chunks(void) FTR_HIDDEN;      /* FIFO list, may be NULL */
 void ftr_release_chunk(struct ftr_chunk *c) FTR_HIDDEN;       /* back to the pool, zeroed */
 void ftr_for_each_thread(void (*fn)(struct ftr_thread *, void *), void *arg) FTR_HIDDEN;
-void ftr_reap_threads(void) FTR_HIDDEN; /* frees ended threads whose chunks are all written */
+void ftr_reap_threads(void) FTR_HIDDEN;
+uint64_t ftr_lost_events(void) FTR_HIDDEN;   /* events dropped, every thread so far */
+uint64_t ftr_overrun_calls(void) FTR_HIDDEN; /* calls not hooked: shadow stack full */ /* frees ended threads whose chunks are all written */
 void ftr_wake_writer(void) FTR_HIDDEN;
 
 /* writer.c */
@@ -158,6 +179,29 @@ size_t ftr_modules_scan(void) FTR_HIDDEN; /* finds the loaded modules' sites; @r
 int ftr_modules_patch(char *err, size_t errlen) FTR_HIDDEN; /* stubs + rewrite, handshake */
 void ftr_modules_describe(struct ftr_buf *out) FTR_HIDDEN;   /* MODULE+SITES chunks, again */
 void ftr_modules_rescan(void) FTR_HIDDEN;                    /* after dlopen / dlclose */
+void ftr_modules_say_unmatched(const char *expr) FTR_HIDDEN; /* filter selected nothing */
+
+/* settings.c, at start: parse the FTRACE_* graph knobs and filter. @return 0 or -1 (err) */
+int ftr_settings_init(char *err, size_t errlen) FTR_HIDDEN;
+struct ftr_site;
+/* the state a site should be in (enum ftr_site_state); also sets its per-site flags */
+unsigned ftr_site_wanted(const char *module, int is_main, const struct ftr_site *s) FTR_HIDDEN;
+size_t ftr_settings_nearest(const char *const *names, size_t n, const char **out,
+                            size_t k) FTR_HIDDEN;
+const char *ftr_settings_filter_expr(void) FTR_HIDDEN;
+int ftr_settings_enabled(void) FTR_HIDDEN;
+
+/* settings.c: what can change while the process runs (ftrace-ctl, through control.c). Each
+ * returns 0, or -1 with a one-line message in err. */
+int ftr_set_recording(int on, char *err, size_t errlen) FTR_HIDDEN; /* off: all NOPs */
+int ftr_set_filter(const char *expr, char *err, size_t errlen) FTR_HIDDEN;
+int ftr_set_depth(unsigned depth, char *err, size_t errlen) FTR_HIDDEN; /* 0: unlimited */
+int ftr_set_threshold(uint64_t ns, char *err, size_t errlen) FTR_HIDDEN; /* 0: all */
+void ftr_status(struct ftr_buf *out) FTR_HIDDEN; /* "key: value" lines (ftrace-ctl status) */
+
+/* control.c: the control server, started on the first request */
+void ftr_control_request(int value) FTR_HIDDEN; /* from the signal handler: async-signal-safe */
+void ftr_control_poll(void) FTR_HIDDEN;         /* writer thread: start the server if asked */
 
 /* fdguard.c: the writer holds this lock around its write()s, dup2() onto our number takes it */
 void ftr_fd_lock(void) FTR_HIDDEN;

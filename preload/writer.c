@@ -124,6 +124,7 @@ static void write_process_chunk(void)
     extern struct ftr_process_info ftr_process;
     double hz = (double)(now_tsc - ftr_g.start_tsc) * 1e9 / (double)(now_ns - ftr_start_raw_ns);
     ftr_process.tsc_hz = (uint64_t)hz;
+    ftr_g.tsc_hz = (uint64_t)hz;
     ftr_process.tsc_calibration = FTR_TSC_CAL_MEASURED;
     ftr_enc_process(enc, &ftr_process, &out);
     process_written = 1;
@@ -139,9 +140,13 @@ static void take_partial(struct ftr_thread *thr, void *arg)
     struct ftr_rec *end = c->rec + c->nrec;
     if (limit > end || limit < c->rec)
         limit = end;
+    /* With a threshold, a short call's entry may still be taken back: leave records younger
+     * than twice the threshold to the thread (hooks.c, rewind_short). */
+    uint64_t young = ftr_g.threshold_ticks && !w_stop ? ftr_rdtsc() - 2 * ftr_g.threshold_ticks
+                                                       : UINT64_MAX;
     size_t i = c->flushed, n = 0;
     while (c->rec + i < limit && __atomic_load_n(&c->rec[i].head, __ATOMIC_ACQUIRE) != 0) {
-        if (n == scratch_n)
+        if (n == scratch_n || c->rec[i].tsc >= young)
             break;
         scratch[n++] = c->rec[i++];
     }
