@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Every ftrace-run option and FTRACE_* variable, and bad input to the tools.
+
+For each option: the exact call tree of tests/integration/progs/tree.c (main -> top -> mid x N
+-> leaf x 2; main -> leaf), traced with the option and with the same setting through the
+environment only (LD_PRELOAD=libftrace.so FTRACE_...=...), in a -pg -mfentry build and a
+-mnop-mcount build. Then bad input: one clear line and the documented exit status.
+
+usage: options_tests.py --bin DIR
+"""
+import argparse
+import collections
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_integration import parse_graph  # noqa: E402
+
+PROGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs")
+N = 3
+FULL = {"main": 1, "main;top": 1, "main;top;mid": N, "main;top;mid;leaf": 2 * N, "main;leaf": 1}
+
+# option args -> (environment, expected tree of the single thread; None: no events at all)
+CASES = [
+    (["-F", "leaf"], {"FTRACE_FILTER": "leaf"}, {"leaf": 2 * N + 1}),
+    (["-F", "-leaf"], {"FTRACE_FILTER": "-leaf"},
+     {"main": 1, "main;top": 1, "main;top;mid": N}),
+    (["--filter", "mid,-leaf,top"], {"FTRACE_FILTER": "mid,-leaf,top"},
+     {"top": 1, "top;mid": N}),
+    (["-F", "@^(main|leaf)$"], {"FTRACE_FILTER": "@^(main|leaf)$"},
+     {"main": 1, "main;leaf": 2 * N + 1}),
+    (["-F", "exe:m*"], {"FTRACE_FILTER": "exe:m*"}, {"main": 1, "main;mid": N}),
+    (["-F", "libc.so*:*"], {"FTRACE_FILTER": "libc.so*:*"}, None),  # matches nothing
+    (["--max-depth", "2"], {"FTRACE_MAX_DEPTH": "2"},
+     {"main": 1, "main;top": 1, "main;leaf": 1}),
+    (["--max-depth", "0"], {"FTRACE_MAX_DEPTH": "0"}, FULL),
+    (["--graph-function", "mid"], {"FTRACE_GRAPH_FUNCTION": "mid"},
+     {"mid": N, "mid;leaf": 2 * N}),
+    (["--notrace", "mid"], {"FTRACE_NOTRACE": "mid"},
+     {"main": 1, "main;top": 1, "main;leaf": 1}),
+    (["--graph-function", "top", "--notrace", "mid"],
+     {"FTRACE_GRAPH_FUNCTION": "top", "FTRACE_NOTRACE": "mid"}, {"top": 1}),
+    (["--threshold", "1s"], {"FTRACE_THRESHOLD": "1s"}, None),  # every call is shorter
+    (["--threshold", "0"], {"FTRACE_THRESHOLD": "0"}, FULL),
+    (["--disabled"], {"FTRACE_DISABLED": "1"}, None),
+    ([], {}, FULL),
+]
+
+# (command line after ftrace-run, exit status, a piece of the one stderr line)
+BAD = [
+    (["--bogus", "PROG"], 2, "unknown option '--bogus'"),
+    (["-F"], 2, "needs an argument"),
+    (["-F", "a,,b", "PROG"], 2, "bad filter term 2"),
+    (["-F", "@a(", "PROG"], 2, "bad regular expression"),
+    (["--graph-function", "[x", "PROG"], 2, "unmatched ["),
+    (["--max-depth", "deep", "PROG"], 2, "--max-depth 'deep'"),
+    (["--threshold", "10 parsecs", "PROG"], 2, "--threshold '10 parsecs'"),
+    ([], 2, "no program given"),
+    (["/nonexistent/prog"], 127, "No such file or directory"),
+    (["-o", "/nonexistent/dir/x.ftr", "PROG"], 1, "cannot write /nonexistent/dir/x.ftr"),
+]
+
+
+def run(cmd, cwd, env=None, timeout=60):
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def tree_of(report_bin, trace, cwd):
+    rep = run([report_bin, trace], cwd)
+    assert rep.returncode == 0, "ftrace-report: %s" % rep.stderr
+    folded, open_calls = parse_graph(rep.stdout)
+    assert not open_calls, "open calls: %s" % open_calls
+    trees = [dict(c) for c in folded.values()]
+    assert len(trees) <= 1, "one thread expected: %s" % trees
+    return trees[0] if trees else None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    a = ap.parse_args()
+    bindir = os.path.abspath(a.bin)
+    ftrace_run = os.path.join(bindir, "ftrace-run")
+    report = os.path.join(bindir, "ftrace-report")
+    lib = os.path.join(bindir, "libftrace.so")
+    work = tempfile.mkdtemp(prefix="ftr-opt-")
+    passed = failed = 0
+    results = collections.OrderedDict()
+
+    def check(tag, fn):
+        nonlocal passed, failed
+        try:
+            fn()
+            print("ok   %s" % tag)
+            passed += 1
+        except (AssertionError, subprocess.TimeoutExpired) as e:
+            print("FAIL %s: %s" % (tag, e))
+            failed += 1
+
+    builds = {
+        "pgfentry": "gcc -O2 -pg -mfentry",
+        "nop": "gcc -O2 -pg -mfentry -mnop-mcount -mrecord-mcount -fno-pie -no-pie",
+    }
+    for bname, cc in builds.items():
+        exe = os.path.join(work, "tree-" + bname)
+        subprocess.run("%s -I%s -o %s %s/tree.c" % (cc, PROGS, exe, PROGS), shell=True,
+                       check=True)
+        base = run([exe, str(N)], work)
+        for opts, env, want in CASES:
+            for how in ("option", "env"):
+                tag = "%s/%s %s" % (bname, how, " ".join(opts) or "(none)")
+                trace = os.path.join(work, "t.ftr")
+
+                def one(opts=opts, env=env, want=want, how=how, trace=trace):
+                    if os.path.exists(trace):
+                        os.unlink(trace)
+                    if how == "option":
+                        r = run([ftrace_run, "-q", "-o", trace] + opts + [exe, str(N)], work)
+                    else:
+                        e = dict(os.environ, LD_PRELOAD=lib, FTRACE_OUTPUT=trace,
+                                 FTRACE_QUIET="1", **env)
+                        r = run([exe, str(N)], work, env=e)
+                    assert r.stdout == base.stdout and r.returncode == base.returncode, \
+                        "program changed: %r %d" % (r.stdout, r.returncode)
+                    got = tree_of(report, trace, work)
+                    assert got == want, "tree %s, want %s" % (got, want)
+                check(tag, one)
+        # a filter that matches nothing says so, with the nearest names
+        def unmatched(exe=exe):
+            r = run([ftrace_run, "-o", os.path.join(work, "u.ftr"), "-F", "lef", exe], work)
+            assert r.returncode == base.returncode, "exit %d" % r.returncode
+            assert "matches none" in r.stderr and "leaf" in r.stderr, r.stderr
+        check("%s/unmatched filter names the nearest" % bname, unmatched)
+
+    plain = os.path.join(work, "plain")
+    subprocess.run("gcc -O2 -I%s -o %s %s/tree.c" % (PROGS, plain, PROGS), shell=True, check=True)
+    for cmdline, status, text in BAD:
+        tag = "bad input: %s" % " ".join(cmdline)
+
+        def bad(cmdline=cmdline, status=status, text=text):
+            r = run([ftrace_run] + [plain if c == "PROG" else c for c in cmdline], work)
+            assert r.returncode == status, "exit %d, want %d: %s" % (r.returncode, status,
+                                                                    r.stderr)
+            lines = r.stderr.strip().splitlines()
+            assert len(lines) == 1 and text in lines[0], "stderr: %r" % r.stderr
+        check(tag, bad)
+
+    def uninstrumented():
+        base = run([plain, str(N)], work)
+        r = run([ftrace_run, "-o", os.path.join(work, "p.ftr"), plain, str(N)], work)
+        assert r.stdout == base.stdout and r.returncode == base.returncode
+        lines = r.stderr.replace(base.stderr, "").strip().splitlines()
+        assert len(lines) == 1 and "no function entry hooks found" in lines[0], r.stderr
+    check("uninstrumented program runs untraced with one line", uninstrumented)
+
+    static = os.path.join(work, "static")
+    if subprocess.run("gcc -O2 -static -pg -mfentry -I%s -o %s %s/tree.c" % (PROGS, static, PROGS),
+                      shell=True, capture_output=True).returncode == 0:
+        def static_bin():
+            base = run([static, str(N)], work)
+            r = run([ftrace_run, "-o", os.path.join(work, "s.ftr"), static, str(N)], work)
+            assert r.stdout == base.stdout and r.returncode == base.returncode
+            assert "statically linked" in r.stderr, r.stderr
+        check("static binary: said before running, runs untraced", static_bin)
+
+    shutil.rmtree(work, ignore_errors=True)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
