@@ -7,6 +7,10 @@
  * make close(), close_range(), closefrom(), dup2() and dup3() leave it alone: closing it reports
  * success without closing; dup2() onto it first moves ours to another number (under the lock
  * the writer holds while it writes).
+ *
+ * The control server's descriptors (control.c) get the same protection through
+ * ftr_fd_protect(): the guard keeps a pointer to each variable holding one, so that a move
+ * updates it; their owner uses them only under the lock, or tolerates a stale number.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -22,6 +26,62 @@ static pthread_mutex_t fd_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void ftr_fd_lock(void) { pthread_mutex_lock(&fd_lock); }
 void ftr_fd_unlock(void) { pthread_mutex_unlock(&fd_lock); }
+void ftr_fd_lock_reset(void) { pthread_mutex_init(&fd_lock, NULL); }
+
+#define MAX_PROTECTED 4
+static int *_Atomic protected_fds[MAX_PROTECTED]; /* variables holding descriptors of ours */
+
+void ftr_fd_protect(int *fd)
+{
+    ftr_fd_lock();
+    for (int i = 0; i < MAX_PROTECTED; i++)
+        if (!atomic_load(&protected_fds[i])) {
+            atomic_store(&protected_fds[i], fd);
+            break;
+        }
+    ftr_fd_unlock();
+}
+
+void ftr_fd_unprotect(int *fd)
+{
+    ftr_fd_lock();
+    for (int i = 0; i < MAX_PROTECTED; i++)
+        if (atomic_load(&protected_fds[i]) == fd)
+            atomic_store(&protected_fds[i], NULL);
+    ftr_fd_unlock();
+}
+
+/* @return the variable holding descriptor fd when it is one of ours, else NULL */
+static int *owner_of(int fd)
+{
+    if (fd < 0)
+        return NULL;
+    if (fd == ftr_g.fd)
+        return &ftr_g.fd;
+    for (int i = 0; i < MAX_PROTECTED; i++) {
+        int *p = atomic_load(&protected_fds[i]);
+        if (p && __atomic_load_n(p, __ATOMIC_RELAXED) == fd)
+            return p;
+    }
+    return NULL;
+}
+
+/* Our descriptors in [first, last], sorted. @return how many (at most MAX_PROTECTED + 1). */
+static int ours_in(unsigned first, unsigned last, unsigned *out)
+{
+    int n = 0;
+    for (int i = -1; i < MAX_PROTECTED; i++) {
+        int *p = i < 0 ? &ftr_g.fd : atomic_load(&protected_fds[i]);
+        int fd = p ? __atomic_load_n(p, __ATOMIC_RELAXED) : -1;
+        if (fd < 0 || (unsigned)fd < first || (unsigned)fd > last)
+            continue;
+        int j = n++;
+        for (; j > 0 && out[j - 1] > (unsigned)fd; j--)
+            out[j] = out[j - 1];
+        out[j] = (unsigned)fd;
+    }
+    return n;
+}
 
 static void *next(void **cache, const char *name)
 {
@@ -31,7 +91,7 @@ static void *next(void **cache, const char *name)
 }
 #define NEXT(var, name) ((__typeof__(var))next((void **)&(var), name))
 
-static inline int ours(int fd) { return fd >= 0 && fd == ftr_g.fd; }
+static inline int ours(int fd) { return owner_of(fd) != NULL; }
 
 typedef int (*close_fn)(int);
 typedef int (*dup2_fn)(int, int);
@@ -55,10 +115,11 @@ EXPORT int close(int fd)
 static void move_away(int fd)
 {
     ftr_fd_lock();
-    if (ours(fd)) {
+    int *owner = owner_of(fd);
+    if (owner) {
         int moved = fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
         if (moved >= 0)
-            ftr_g.fd = moved; /* the old number is replaced by the dup2 that follows */
+            *owner = moved; /* the old number is replaced by the dup2 that follows */
     }
     ftr_fd_unlock();
 }
@@ -84,20 +145,27 @@ EXPORT int close_range(unsigned first, unsigned last, int flags)
         errno = ENOSYS;
         return -1;
     }
-    unsigned me = (unsigned)ftr_g.fd;
-    if (ftr_g.fd < 0 || me < first || me > last)
+    unsigned keep[MAX_PROTECTED + 1];
+    int n = first <= last ? ours_in(first, last, keep) : 0;
+    if (n == 0)
         return fn(first, last, flags);
+    /* the ranges around ours (descriptors are ints: keep[i] + 1 cannot wrap) */
     int rc = 0;
-    if (me > first)
-        rc = fn(first, me - 1, flags);
-    if (rc == 0 && me < last)
-        rc = fn(me + 1, last, flags);
+    unsigned from = first;
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (keep[i] > from)
+            rc = fn(from, keep[i] - 1, flags);
+        from = keep[i] + 1;
+    }
+    if (rc == 0 && from <= last)
+        rc = fn(from, last, flags);
     return rc;
 }
 
 EXPORT void closefrom(int lowfd)
 {
-    if (ftr_g.fd >= 0 && ftr_g.fd >= lowfd) {
+    unsigned keep[MAX_PROTECTED + 1];
+    if (lowfd >= 0 && ours_in((unsigned)lowfd, ~0u, keep) > 0) {
         close_range((unsigned)lowfd, ~0u, 0);
         return;
     }

@@ -10,7 +10,8 @@
  * made so that a complete nested run of the hooks (which restores top) leaves it valid:
  *  - a record slot is reserved with one non-locked xadd (atomic against same-thread signals)
  *    before it is filled, and its head is stored last (a zero head = slot still unfilled);
- *  - a shadow entry is filled before top moves over it, and top is read once.
+ *  - a shadow entry is reserved first (top moves over it), filled, and its slot stored last;
+ *    a free or half-filled entry has slot 0, which every scan skips, and pops clear it.
  */
 #include "tracer.h"
 
@@ -48,8 +49,10 @@ static void record(struct ftr_tls *t, uint32_t head, uint64_t tsc)
  * stacks are not ordered with each other. Unknown bounds (0, 0) make everything "own". */
 static inline int own_stack(const struct ftr_tls *t, uintptr_t a)
 {
-    return (a - t->stack_lo) < (t->stack_hi - t->stack_lo) || t->stack_hi == 0;
+    return a && ((a - t->stack_lo) < (t->stack_hi - t->stack_lo) || t->stack_hi == 0);
 }
+
+#define SIGNAL_FENCE() __atomic_signal_fence(__ATOMIC_SEQ_CST)
 
 /* A closed entry whose slot may still hold our return trampoline (a frame wrongly presumed
  * dead) is remembered, so that its return can still find where to go. */
@@ -112,6 +115,7 @@ static struct ftr_shadow *close_dead(struct ftr_tls *t, struct ftr_shadow *top, 
         top--;
         bury(t, top);
         retire(t, top, FTR_EV_UNWIND, tsc);
+        top->slot = 0;
     }
     return top;
 }
@@ -168,12 +172,15 @@ void ftr_hook_entry(uint32_t site, uintptr_t *slot)
         t->overruns++; /* like the kernel's trace_overrun: the call runs unhooked */
         return;
     }
+    t->top = top + 1; /* reserved: a signal handler from here on pushes above it */
+    SIGNAL_FENCE();
     top->ret = ret;
-    top->slot = s;
     top->site = site;
     top->flags = flags | (rec ? FTR_SH_RECORDED : 0);
     top->tsc = tsc;
-    t->top = top + 1;
+    SIGNAL_FENCE();
+    top->slot = s; /* complete */
+    SIGNAL_FENCE();
     *slot = (uintptr_t)ftr_tramp_return;
     t->graph_open += !!(flags & FTR_SH_TRIGGER);
     t->notrace_open += !!(flags & FTR_SH_NOTRACE);
@@ -233,6 +240,9 @@ static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_
         retire(t, e, FTR_EV_EXIT, tsc);
     for (size_t i = 0; i < kept; i++)
         lo[i] = m[i];
+    for (struct ftr_shadow *e = lo + kept; e < top; e++)
+        e->slot = 0;
+    SIGNAL_FENCE();
     t->top = lo + kept;
     return ret;
 }
@@ -254,7 +264,9 @@ uintptr_t ftr_hook_exit(uintptr_t sp)
         ret = top->ret;
         if (!(unlikely(ftr_g.threshold_ticks) && rewind_short(t, top, tsc)))
             retire(t, top, FTR_EV_EXIT, tsc);
+        top->slot = 0;
     } while (top > t->shadow_base && top[-1].slot == slot);
+    SIGNAL_FENCE();
     t->top = top;
     return ret;
 }
@@ -277,6 +289,7 @@ void ftr_close_all_frames(void)
     while (top > t->shadow_base) {
         top--;
         retire(t, top, FTR_EV_UNWIND, tsc);
+        top->slot = 0;
     }
     t->top = top;
 }

@@ -177,14 +177,35 @@ void ftr_resume(void)
     atomic_store(&ftr_g.recording, 1);
 }
 
-static void fork_prepare(void) { ftr_threads_prepare_fork(); }
-static void fork_parent(void) { ftr_threads_parent_fork(); }
+/* Every lock of the preload is taken across fork(), in the one order they nest in
+ * (settings, modules, threads, writer, descriptor), so that the child's copies of what they
+ * guard are consistent; the child then makes new locks (their owners do not exist there). */
+static void fork_prepare(void)
+{
+    ftr_settings_lock(1);
+    ftr_modules_lock(1);
+    ftr_threads_prepare_fork();
+    ftr_writer_lock(1);
+    ftr_fd_lock();
+}
+
+static void fork_parent(void)
+{
+    ftr_fd_unlock();
+    ftr_writer_lock(0);
+    ftr_threads_parent_fork();
+    ftr_modules_lock(0);
+    ftr_settings_lock(0);
+}
 
 /* A fork child is a process of the session in its own right: new pid, its own writer thread
  * appending to the same file, its own PROCESS, MODULE and SITES chunks. Records the parent had
  * not written yet stay the parent's to write. */
 void ftr_child_after_fork(void)
 {
+    ftr_settings_lock(-1);
+    ftr_modules_lock(-1);
+    ftr_fd_lock_reset();
     ftr_threads_child_fork();
     if (!ftr_g.ready || atomic_load(&ended))
         return;

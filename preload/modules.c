@@ -60,15 +60,15 @@ static int is_self(const struct dl_phdr_info *info)
             info->dlpi_name[0]);
 }
 
+/* dl_iterate_phdr callback; arg points to the walk's count of modules visited so far. */
 static int collect(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
-    (void)arg;
-    static int visited;
+    int *visited = arg;
     const char *path = info->dlpi_name;
     char exe[4096];
     if (!path || !*path) {
-        if (visited++ > 0)
+        if ((*visited)++ > 0)
             return 0; /* only the first module, unnamed, is the executable */
         ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
         if (n <= 0)
@@ -77,7 +77,7 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
         path = exe;
     }
     else
-        visited++;
+        (*visited)++;
     if (strstr(path, "linux-vdso") || is_self(info))
         return 0;
     struct mod *known = find_loaded(info->dlpi_addr, path);
@@ -368,7 +368,8 @@ static size_t count_traced(size_t *modules)
 size_t ftr_modules_scan(void)
 {
     pthread_mutex_lock(&mods_lock);
-    dl_iterate_phdr(collect, NULL);
+    int visited = 0;
+    dl_iterate_phdr(collect, &visited);
     size_t total = 0;
     for (size_t k = 0; k < nmods; k++)
         total += mods[k].gone ? 0 : mods[k].m.nsites;
@@ -414,7 +415,8 @@ void ftr_modules_rescan(void)
     pthread_mutex_lock(&mods_lock);
     for (size_t k = 0; k < nmods; k++)
         mods[k].seen = 0;
-    dl_iterate_phdr(collect, NULL);
+    int visited = 0;
+    dl_iterate_phdr(collect, &visited);
     for (size_t k = 0; k < nmods; k++) {
         struct mod *md = &mods[k];
         if (md->seen)
@@ -530,4 +532,14 @@ void ftr_modules_say_unmatched(const char *expr)
             m ? "; nearest: " : "", list);
     free(names);
     pthread_mutex_unlock(&mods_lock);
+}
+
+void ftr_modules_lock(int how)
+{
+    if (how > 0)
+        pthread_mutex_lock(&mods_lock);
+    else if (how == 0)
+        pthread_mutex_unlock(&mods_lock);
+    else
+        pthread_mutex_init(&mods_lock, NULL);
 }

@@ -202,3 +202,13 @@ size_t ftr_settings_nearest(const char *const *names, size_t n, const char **out
 }
 
 const char *ftr_settings_filter_expr(void) { return filter_expr; }
+
+void ftr_settings_lock(int how)
+{
+    if (how > 0)
+        pthread_mutex_lock(&settings_lock);
+    else if (how == 0)
+        pthread_mutex_unlock(&settings_lock);
+    else
+        pthread_mutex_init(&settings_lock, NULL);
+}

@@ -100,12 +100,18 @@ static void thread_destructor(void *arg)
     struct ftr_tls *t = &ftr_tls;
     if (t->thr != thr)
         return;
+    ftr_close_all_frames(); /* left by pthread_exit() or cancellation: they end with the thread */
     t->in_slow = 1;
     t->state = FTR_T_OFF;
     pthread_mutex_lock(&reg_lock);
     if (thr->cur)
         queue_full_locked(thr->cur);
     thr->cur = NULL;
+    if (thr->spare) { /* never written: back to the pool as it is */
+        thr->spare->next = free_chunks;
+        free_chunks = thr->spare;
+        thr->spare = NULL;
+    }
     thr->ended = 1;
     lost_ended += t->lost;
     overruns_ended += t->overruns;
@@ -160,6 +166,7 @@ void ftr_thread_init_slow(void *unused)
 
     pthread_mutex_lock(&reg_lock);
     set_window(t, chunk_get_locked());
+    thr->spare = chunk_get_locked();
     thr->next = threads;
     threads = thr;
     pthread_mutex_unlock(&reg_lock);
@@ -168,15 +175,36 @@ void ftr_thread_init_slow(void *unused)
     t->in_slow = 0;
 }
 
+/* The current chunk is full. The spare takes its place first, without a lock, so that a
+ * signal handler landing anywhere below still records (only the three stores of the switch
+ * are a window: end = NULL makes every reservation fail until pos and end agree again). Then,
+ * under the lock, the full chunk goes to the writer and a new spare is taken. */
 void ftr_chunk_full_slow(void *unused)
 {
     (void)unused;
     struct ftr_tls *t = &ftr_tls;
+    struct ftr_thread *thr = t->thr;
     t->in_slow = 1;
+    struct ftr_chunk *old = thr->cur, *next = thr->spare;
+    if (next) {
+        next->tid = thr->tid;
+        next->flushed = 0;
+        next->full = 0;
+        __atomic_store_n(&t->end, NULL, __ATOMIC_RELAXED);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        __atomic_store_n(&t->pos, next->rec, __ATOMIC_RELAXED);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        __atomic_store_n(&t->end, next->rec + next->nrec, __ATOMIC_RELAXED);
+    }
     pthread_mutex_lock(&reg_lock);
-    if (t->thr->cur)
-        queue_full_locked(t->thr->cur);
-    set_window(t, chunk_get_locked());
+    if (old)
+        queue_full_locked(old);
+    if (next) {
+        thr->cur = next;
+        thr->spare = chunk_get_locked();
+    } else {
+        set_window(t, chunk_get_locked());
+    }
     pthread_mutex_unlock(&reg_lock);
     ftr_wake_writer();
     t->in_slow = 0;
@@ -264,6 +292,10 @@ void ftr_threads_child_fork(void)
             memset(thr->cur->rec, 0, thr->cur->nrec * sizeof thr->cur->rec[0]);
             thr->cur->next = free_chunks;
             free_chunks = thr->cur;
+        }
+        if (thr->spare) {
+            thr->spare->next = free_chunks;
+            free_chunks = thr->spare;
         }
         free(thr);
     }

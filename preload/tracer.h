@@ -142,6 +142,7 @@ struct ftr_thread {
     int start_written;
     struct ftr_tls *tls;      /* that thread's TLS block (its address is valid process-wide) */
     struct ftr_chunk *cur;    /* chunk being filled */
+    struct ftr_chunk *spare;  /* the next one, ready: a full chunk is replaced without a lock */
     char name[16];
 };
 
@@ -202,10 +203,20 @@ void ftr_status(struct ftr_buf *out) FTR_HIDDEN; /* "key: value" lines (ftrace-c
 /* control.c: the control server, started on the first request */
 void ftr_control_request(int value) FTR_HIDDEN; /* from the signal handler: async-signal-safe */
 void ftr_control_poll(void) FTR_HIDDEN;         /* writer thread: start the server if asked */
+void ftr_control_cleanup(void) FTR_HIDDEN;      /* ftr_finish: remove the socket, stop serving */
 
 /* fdguard.c: the writer holds this lock around its write()s, dup2() onto our number takes it */
 void ftr_fd_lock(void) FTR_HIDDEN;
 void ftr_fd_unlock(void) FTR_HIDDEN;
+void ftr_fd_lock_reset(void) FTR_HIDDEN; /* fork child */
+/* For fork (init.c): 1 locks, 0 unlocks, -1 makes the lock new (in the child). */
+void ftr_settings_lock(int how) FTR_HIDDEN;
+void ftr_modules_lock(int how) FTR_HIDDEN;
+void ftr_writer_lock(int how) FTR_HIDDEN;
+/* Further descriptors of ours (the control socket): *fd is guarded like the trace file's, and
+ * updated (under the lock) when a dup2() onto it moves it. At most 4. */
+void ftr_fd_protect(int *fd) FTR_HIDDEN;
+void ftr_fd_unprotect(int *fd) FTR_HIDDEN;
 
 /* init.c */
 void ftr_msg(const char *fmt, ...) FTR_HIDDEN __attribute__((format(printf, 1, 2)));

@@ -146,10 +146,12 @@ EXPORT void *__cxa_begin_catch(void *exc)
 typedef void (*pthread_exit_fn)(void *) __attribute__((noreturn));
 static pthread_exit_fn real_pthread_exit;
 
-/* pthread_exit() unwinds the thread's stack with the forced unwinder: every frame ends now. */
+/* pthread_exit() unwinds the thread's stack with the forced unwinder, which must see the real
+ * return addresses. The frames are not closed here: cancellation cleanup handlers still run in
+ * them (glibc jumps back into the frame that pushed the handler), and calls they make nest
+ * there; what is still open when the thread ends is closed by the thread's destructor. */
 EXPORT __attribute__((noreturn)) void pthread_exit(void *retval)
 {
     unhook_all();
-    ftr_close_all_frames();
     NEXT(real_pthread_exit, "pthread_exit")(retval);
 }

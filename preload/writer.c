@@ -236,6 +236,7 @@ void ftr_writer_reset(int after_fork)
     if (after_fork) {
         pthread_mutex_init(&w_lock, NULL);
         pthread_cond_init(&w_cond, NULL);
+        enc = NULL; /* the parent's writer may have been inside it: start afresh (leaked) */
     }
     w_kick = w_stop = w_running = 0;
     atomic_store(&w_sigstop, 0);
@@ -304,3 +305,13 @@ void ftr_writer_stop_from_signal(const struct ftr_end_info *end)
 }
 
 uint64_t ftr_writer_dropped(void) { return bytes_dropped; }
+
+void ftr_writer_lock(int how)
+{
+    if (how > 0)
+        pthread_mutex_lock(&w_lock);
+    else if (how == 0)
+        pthread_mutex_unlock(&w_lock);
+    else
+        pthread_mutex_init(&w_lock, NULL);
+}

@@ -77,7 +77,9 @@ def parse_graph(text):
             st.append(body[:-4])
             folded[tid][";".join(st)] += 1
         elif body.startswith("} /* "):
-            name = body[5:].split(" ")[0]
+            name = body[5:-3] if body.endswith(" */") else body[5:]  # names may hold spaces
+            if name.endswith(" (unwound)"):
+                name = name[:-len(" (unwound)")]
             if not st or st[-1] != name:
                 raise AssertionError("tid %d: closing %s but open is %s" % (tid, name, st))
             st.pop()
@@ -161,6 +163,93 @@ CASES = {
 }
 
 
+class BuildError(Exception):
+    pass
+
+
+def build(cc, opt, cflags, ldflags, libflags, work, src, libs, lib=None):
+    """Builds progs/SRC (with progs/LIB as a shared library it links, if given) into WORK unless
+    it is there already; returns the executable. Raises BuildError(command, compiler output)."""
+    exe = os.path.join(work, "%s-%s" % (src[:-2], opt))
+    cmd = ""
+    if lib:
+        so = os.path.join(work, "lib%s-%s.so" % (lib[3:-2], opt))
+        cmd = ("%s -%s -g -fPIC -shared %s -I%s -o %s %s -pthread && "
+               % (cc, opt, libflags, PROGS, so, os.path.join(PROGS, lib)))
+        libs += " %s -Wl,-rpath,%s" % (so, work)
+    cmd += ("%s -%s -g -fno-omit-frame-pointer %s -I%s -o %s %s %s %s"
+            % (cc, opt, cflags, PROGS, exe, os.path.join(PROGS, src), ldflags, libs))
+    r = (subprocess.run(cmd, shell=True, capture_output=True, text=True)
+         if not os.path.exists(exe) else None)
+    if r and r.returncode:
+        raise BuildError(cmd, r.stderr)
+    return exe
+
+
+def compare_runs(base, traced, compare_stderr=True):
+    """Checks that the traced run's stdout, exit status and (unless told not to) stderr are
+    those of the untraced run."""
+    assert traced.stdout == base.stdout, "stdout differs: %r vs %r" % (
+        traced.stdout, base.stdout)
+    assert traced.returncode == base.returncode, "exit status %d, untraced %d" % (
+        traced.returncode, base.returncode)
+    if compare_stderr:
+        # glibc's gprof (linked by -pg) complains on stderr when its arc table
+        # overflows; under ftrace-run its mcount is never called.
+        base_err = "".join(l for l in base.stderr.splitlines(True)
+                           if not l.startswith("mcount: "))
+        assert traced.stderr == base_err, "stderr differs: %r vs %r" % (
+            traced.stderr, base_err)
+
+
+def run_traced(exe, args, work, run_bin, trace):
+    """Runs exe untraced, then under ftrace-run -q -o TRACE, and compares the two runs."""
+    base = run([exe] + args, work)
+    traced = run([run_bin, "-q", "-o", trace, exe] + args, work)
+    compare_runs(base, traced)
+    return base, traced
+
+
+def check_report(report_bin, trace, work, checker):
+    """ftrace-report TRACE: parses the graph, runs checker(folded per tid, open calls per tid),
+    checks the header, and that --chrome leaves the same calls open."""
+    rep = run([report_bin, trace], work)
+    assert rep.returncode == 0, "ftrace-report failed: %s" % rep.stderr
+    got, open_calls = parse_graph(rep.stdout)
+    checker(got, open_calls)
+    hdr = rep.stdout.splitlines()[0]
+    assert "pid" in hdr and "calls" in hdr, "header line: %r" % hdr
+    ch = run([report_bin, "--chrome", trace], work)
+    assert ch.returncode == 0, "ftrace-report --chrome failed: %s" % ch.stderr
+    chrome_open = check_chrome(ch.stdout)
+    graph_open = {tid: len(st) for tid, st in open_calls.items()}
+    assert chrome_open == graph_open, "open calls: chrome %s, graph %s" % (
+        chrome_open, graph_open)
+    return rep.stdout
+
+
+def run_case(flagset, opt, name, case, work, run_bin, report_bin):
+    """Builds and checks one entry of CASES; prints ok/FAIL; returns True when it passed."""
+    cc, cflags, ldflags, libflags = FLAGSETS[flagset]
+    src, args, checker, libs, *lib = case
+    tag = "%s/%s/%s" % (flagset, opt, name)
+    try:
+        exe = build(cc, opt, cflags, ldflags, libflags, work, src, libs,
+                    lib[0] if lib else None)
+    except BuildError as e:
+        print("FAIL %s: build: %s\n%s" % (tag, e.args[0], e.args[1]))
+        return False
+    try:
+        trace = os.path.join(work, "%s-%s.ftr" % (name, opt))
+        run_traced(exe, args, work, run_bin, trace)
+        check_report(report_bin, trace, work, checker)
+        print("ok   %s" % tag)
+        return True
+    except (AssertionError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
+        print("FAIL %s: %s" % (tag, e))
+        return False
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True, help="directory with ftrace-run and ftrace-report")
@@ -169,7 +258,7 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     a = ap.parse_args()
 
-    cc, cflags, ldflags, libflags = FLAGSETS[a.flagset]
+    cc = FLAGSETS[a.flagset][0]
     if not shutil.which(cc):
         print("SKIP: %s not installed" % cc)
         return 0
@@ -180,53 +269,10 @@ def main():
     opts = ["O0", "O2"] if a.opt == "both" else [a.opt]
     passed = failed = 0
     for opt in opts:
-        for name, (src, args, checker, libs, *lib) in sorted(CASES.items()):
-            tag = "%s/%s/%s" % (a.flagset, opt, name)
-            exe = os.path.join(work, "%s-%s" % (src[:-2], opt))
-            cmd = ""
-            if lib:
-                so = os.path.join(work, "lib%s-%s.so" % (lib[0][3:-2], opt))
-                cmd = ("%s -%s -g -fPIC -shared %s -I%s -o %s %s -pthread && "
-                       % (cc, opt, libflags, PROGS, so, os.path.join(PROGS, lib[0])))
-                libs += " %s -Wl,-rpath,%s" % (so, work)
-            cmd += ("%s -%s -g -fno-omit-frame-pointer %s -I%s -o %s %s %s %s"
-                    % (cc, opt, cflags, PROGS, exe, os.path.join(PROGS, src), ldflags, libs))
-            r = (subprocess.run(cmd, shell=True, capture_output=True, text=True)
-                 if not os.path.exists(exe) else None)
-            if r and r.returncode:
-                print("FAIL %s: build: %s\n%s" % (tag, cmd, r.stderr))
-                failed += 1
-                continue
-            try:
-                base = run([exe] + args, work)
-                trace = os.path.join(work, "%s-%s.ftr" % (name, opt))
-                traced = run([run_bin, "-q", "-o", trace, exe] + args, work)
-                assert traced.stdout == base.stdout, "stdout differs: %r vs %r" % (
-                    traced.stdout, base.stdout)
-                assert traced.returncode == base.returncode, "exit status %d, untraced %d" % (
-                    traced.returncode, base.returncode)
-                # glibc's gprof (linked by -pg) complains on stderr when its arc table
-                # overflows; under ftrace-run its mcount is never called.
-                base_err = "".join(l for l in base.stderr.splitlines(True)
-                                   if not l.startswith("mcount: "))
-                assert traced.stderr == base_err, "stderr differs: %r vs %r" % (
-                    traced.stderr, base_err)
-                rep = run([report_bin, trace], work)
-                assert rep.returncode == 0, "ftrace-report failed: %s" % rep.stderr
-                got, open_calls = parse_graph(rep.stdout)
-                checker(got, open_calls)
-                hdr = rep.stdout.splitlines()[0]
-                assert "pid" in hdr and "calls" in hdr, "header line: %r" % hdr
-                ch = run([report_bin, "--chrome", trace], work)
-                assert ch.returncode == 0, "ftrace-report --chrome failed: %s" % ch.stderr
-                chrome_open = check_chrome(ch.stdout)
-                graph_open = {tid: len(st) for tid, st in open_calls.items()}
-                assert chrome_open == graph_open, "open calls: chrome %s, graph %s" % (
-                    chrome_open, graph_open)
-                print("ok   %s" % tag)
+        for name, case in sorted(CASES.items()):
+            if run_case(a.flagset, opt, name, case, work, run_bin, report_bin):
                 passed += 1
-            except (AssertionError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
-                print("FAIL %s: %s" % (tag, e))
+            else:
                 failed += 1
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,543 @@
+#!/usr/bin/env python3
+"""Behaviour tests ("faithful on real programs"): programs that use threads, signals, non-local
+exits, C++ exceptions, coroutines, tail calls, new processes, shared libraries and the limits of
+a process, built with one instrumentation flag set, run untraced and under ftrace-run. Each case
+checks that the program's stdout and exit status (and, for most, stderr) are unchanged, and that
+the report holds exactly the expected call trees per thread (names, nesting, counts; threads are
+matched order-free), what is left open at the end, and the same open calls in --chrome.
+
+The programs are tests/integration/progs/b*.c, b*.cpp, libb*.c; each says its expected tree.
+
+usage: behaviours.py --bin DIR --flagset NAME [--opt O0|O2|both] [--keep] [--only CASE[,CASE]]
+"""
+import argparse
+import collections
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from run_integration import FLAGSETS, PROGS, check_chrome, compare_runs, parse_graph, same_trees
+
+CXX = {"gcc": "g++", "clang": "clang++"}
+TIMEOUT = 60
+
+
+class Case:
+    """src: program in progs/ (.c or .cpp: the C++ compiler of the flag set builds .cpp);
+    args; check(result) raises AssertionError; cflags: extra compiler flags (then the build is
+    named src-variant); needed: libraries (source, name, extra flags) the program links;
+    dlopen: libraries built next to it but not linked; opts: optimisation levels it runs at;
+    stderr: compare stderr with the untraced run; report: check the trace (False: the run is
+    expected untraced); verify(exe, opt): checks on the binary."""
+
+    def __init__(self, src, args, check, cflags="", variant="", needed=(), dlopen=(),
+                 opts=("O0", "O2"), stderr=True, report=True, verify=None):
+        self.src, self.args, self.check = src, args, check
+        self.cflags, self.variant = cflags, variant
+        self.needed, self.dlopen = needed, dlopen
+        self.opts, self.stderr, self.report, self.verify = opts, stderr, report, verify
+
+
+class Result:
+    def __init__(self, base, traced, sections, cwd):
+        self.base, self.traced, self.sections, self.cwd = base, traced, sections, cwd
+
+    def trees(self):
+        """Every thread's folded tree, all processes together."""
+        return [t for s in self.sections for t in s.folded.values()]
+
+    def open_calls(self):
+        return [st for s in self.sections for st in s.open.values()]
+
+
+Section = collections.namedtuple("Section", "header pid folded open")
+HEADER = re.compile(r"^# ftrace-run: .*  pid (\d+)  \d+ threads?  ")
+
+
+def parse_sections(text):
+    """The report, one section per process (each starting with its '# ftrace-run: ... pid N'
+    header line), each parsed by parse_graph."""
+    sections, cur = [], None
+    for line in text.splitlines(True):
+        m = HEADER.match(line)
+        if m:
+            cur = [line, int(m.group(1)), []]
+            sections.append(cur)
+        elif cur is not None:
+            cur[2].append(line)
+        elif line.strip() and not line.startswith("#"):
+            raise AssertionError("graph line before any header: %r" % line)
+    out = []
+    for header, pid, lines in sections:
+        folded, open_calls = parse_graph("".join(lines))
+        out.append(Section(header.rstrip("\n"), pid, folded, open_calls))
+    return out
+
+
+def show(tree, limit=12):
+    items = sorted(tree.items())
+    s = ", ".join("%s %d" % kv for kv in items[:limit])
+    return "{%s%s}" % (s, ", ..." if len(items) > limit else "")
+
+
+def tree_diff(got, want):
+    """Multiset difference of two lists of trees, for failure messages."""
+    key = lambda t: tuple(sorted(t.items()))
+    g = collections.Counter(key(t) for t in got)
+    w = collections.Counter(key(t) for t in want)
+    extra = [dict(k) for k in (g - w).elements()]
+    missing = [dict(k) for k in (w - g).elements()]
+    lines = ["%d threads, want %d" % (len(got), len(want))]
+    lines += ["  unexpected: %s" % show(t) for t in extra[:4]]
+    lines += ["  missing:    %s" % show(t) for t in missing[:4]]
+    if len(extra) > 4 or len(missing) > 4:
+        lines.append("  (%d unexpected, %d missing in all)" % (len(extra), len(missing)))
+    return "\n".join(lines)
+
+
+def assert_trees(got, want, got_open, want_open, what="call trees differ"):
+    assert same_trees({i: collections.Counter(t) for i, t in enumerate(got)}, want), \
+        "%s: %s" % (what, tree_diff(got, want))
+    assert sorted(got_open) == sorted(want_open), "open at the end: %s, want %s" % (
+        sorted(got_open), sorted(want_open))
+
+
+# ---- checkers: each takes a Result ----
+
+def exact(want, want_open=()):
+    """One process; every thread's tree exactly as listed; exactly these calls left open."""
+    def check(r):
+        assert len(r.sections) == 1, "%d process sections, want 1" % len(r.sections)
+        assert_trees(r.trees(), want, r.open_calls(), list(want_open))
+    return check
+
+
+def worker_tree(n, root="worker"):
+    return {root: 1, root + ";work": 1, root + ";work;leaf": n}
+
+
+def check_handlers(mode, kicker):
+    """usr1/alarm: main's tree is main;m_MODE;loop(;spin_fn) with exactly 20 handler_work calls,
+    each directly below a handler frame, wherever the handler interrupted main; handler frames
+    hold nothing else. The kicker thread (usr1) has {kicker}."""
+    root = "main;m_" + mode
+
+    def check(r):
+        assert len(r.sections) == 1, "%d process sections, want 1" % len(r.sections)
+        trees = r.trees()
+        mains = [t for t in trees if "main" in t]
+        assert len(mains) == 1, "main thread's tree: %s" % [show(t) for t in mains]
+        others = [t for t in trees if "main" not in t]
+        want_others = [{"kicker": 1}] if kicker else []
+        assert sorted(map(show, others)) == sorted(map(show, want_others)), \
+            "other threads: %s, want %s" % ([show(t) for t in others], want_others)
+        t = mains[0]
+        handlers = work = 0
+        base = collections.Counter()
+        for path, n in t.items():
+            parts = path.split(";")
+            if "handler" in parts:
+                i = parts.index("handler")
+                tail = parts[i + 1:]
+                assert tail in ([], ["handler_work"]), "below a handler: %s" % path
+                handlers += n if not tail else 0
+                work += n if tail else 0
+                prefix = ";".join(parts[:i])
+            else:
+                assert "handler_work" not in parts, "handler_work outside a handler: %s" % path
+                base[path] += n
+                prefix = path
+            assert prefix in ("main", root, root + ";loop", root + ";loop;spin_fn"), \
+                "unexpected call path: %s" % path
+        assert work == 20, "handler_work called %d times below handler, want 20 (%s)" % (
+            work, show(t))
+        if kicker:
+            assert handlers == 20, "handler called %d times, want 20" % handlers
+        else:
+            assert handlers >= 20, "handler called %d times, want >= 20" % handlers
+        assert base["main"] == 1 and base[root] == 1 and base[root + ";loop"] == 1, \
+            "main's own tree: %s" % show(base)
+        assert not r.open_calls(), "open at the end: %s" % r.open_calls()
+    return check
+
+
+def alt_tree(root):
+    p = root + ";run_alt" if root == "alt_thread" else root + ";m_altstack;run_alt"
+    t = {p: 1, p + ";deep": 3, p + ";deep;on_alt": 3, p + ";deep;on_alt;handler_work": 3,
+         p + ";after": 1}
+    if root == "alt_thread":
+        t["alt_thread"] = 1
+    else:
+        t.update({"main": 1, "main;m_altstack": 1})
+    return t
+
+
+def jump_tree():
+    return {"main": 1, "main;depth1": 3, "main;depth1;depth2": 3, "main;depth1;depth2;depth3": 3,
+            "main;depth1;depth2;depth3;leaf": 3, "main;after_jump": 3, "main;after_jump;leaf": 6}
+
+
+def exc_tree(chain, extra):
+    """main -> chain[0] -> ... -> chain[-1] -> leaf, 3 rounds; extra: {path below main: n}."""
+    t = {"main": 1, "main;after_catch": 3}
+    path = "main"
+    for f in chain:
+        path += ";" + f
+        t[path] = 3
+    t[path + ";leaf"] = 3
+    for k, n in extra.items():
+        t["main;" + k] = n
+    return t
+
+
+def count_calls(tree):
+    """name -> calls, wherever in the tree."""
+    c = collections.Counter()
+    for path, n in tree.items():
+        c[path.split(";")[-1]] += n
+    return c
+
+
+def check_coro(r):
+    assert len(r.sections) == 1, "%d process sections, want 1" % len(r.sections)
+    trees = r.trees()
+    assert len(trees) == 1, "threads: %s" % [show(t) for t in trees]
+    c = count_calls(trees[0])
+    want = {"main": 1, "pinger": 1, "coro_body": 1, "ping_work": 100, "pong_work": 100}
+    assert dict(c) == want, "calls per function: %s, want %s" % (dict(c), want)
+
+
+def check_deep(r):
+    assert len(r.sections) == 1, "%d process sections, want 1" % len(r.sections)
+    trees = r.trees()
+    assert {"main": 1} in trees and len(trees) == 2, "threads: %s" % [show(t) for t in trees]
+    t = [t for t in trees if t != {"main": 1}][0]
+    levels = sorted(len(p.split(";")) for p in t)
+    assert all(n == 1 for n in t.values()) and levels == list(range(1, len(t) + 1)) and all(
+        p == ";".join(["deep_thread"] + ["recurse"] * (len(p.split(";")) - 1)) for p in t), \
+        "deep thread's tree is not one chain deep_thread;recurse;...: %s" % show(t)
+    assert len(t) > 1000, "only %d levels traced" % len(t)
+    assert not r.open_calls(), "open at the end: %d frames" % sum(map(len, r.open_calls()))
+
+
+def check_file(name, content):
+    """A file the program wrote in its working directory holds exactly content."""
+    def check(r):
+        with open(os.path.join(r.cwd, name), "rb") as f:
+            data = f.read()
+        assert data == content.encode(), "%s: %d bytes, want %d; first difference at %d" % (
+            name, len(data), len(content),
+            next((i for i, (a, b) in enumerate(zip(data, content.encode())) if a != b),
+                 min(len(data), len(content))))
+    return check
+
+
+def all_of(*checks):
+    def check(r):
+        for c in checks:
+            c(r)
+    return check
+
+
+CLOSEFDS_TEXT = "".join("closefds round %d fd 3\n" % i for i in range(40))
+DUP2_TEXT = "".join("dup2 round %d fd %d\n" % (r, fd) for r in range(20) for fd in range(3, 21))
+
+
+def check_fork(r):
+    """Two process sections: the parent's tree exact; the child's holds child_main ->
+    child_work x 3 (below whatever it inherited), and nothing of the parent's later calls."""
+    assert len(r.sections) >= 2, "%d process sections, want one per process (2)" % len(
+        r.sections)
+    parent_tree = {"main": 1, "main;forker": 1, "main;parent_work": 2}
+    parents = [s for s in r.sections if parent_tree in s.folded.values()]
+    assert len(parents) == 1, "parent's tree %s not found: %s" % (
+        parent_tree, [[show(t) for t in s.folded.values()] for s in r.sections])
+    assert not parents[0].open, "parent: open at the end: %s" % parents[0].open
+    children = [s for s in r.sections if s is not parents[0]]
+    ok = []
+    for s in children:
+        for t in s.folded.values():
+            work = {p: n for p, n in t.items() if p.endswith("child_work")}
+            if (sum(work.values()) == 3 and all(p.endswith("child_main;child_work") for p in work)
+                    and count_calls(t)["child_main"] == 1 and "parent_work" not in count_calls(t)):
+                ok.append(s)
+    assert len(ok) == 1, "child's tree (child_main -> child_work x 3) not found: %s" % (
+        [[show(t) for t in s.folded.values()] for s in children])
+    assert ok[0].pid != parents[0].pid, "parent and child sections have the same pid"
+
+
+def check_parent_only(r):
+    """vfork/spawn/system: the parent's section holds exactly its tree; other sections (traced
+    children) are not checked."""
+    want = {"main": 1, "main;spawner": 1, "main;after": 1}
+    parents = [s for s in r.sections if any("main;spawner" in t for t in s.folded.values())]
+    assert len(parents) == 1, "%d sections with main;spawner: %s" % (
+        len(parents), [[show(t) for t in s.folded.values()] for s in r.sections])
+    p = parents[0]
+    assert_trees(list(p.folded.values()), [want], list(p.open.values()), [])
+
+
+def check_exec(r):
+    """Two sections (one per image, same pid): the first image's tree (main and before_exec
+    may stay open), the new image's tree exact."""
+    first = {"main": 1, "main;before_exec": 1, "main;before_exec;child_image_work": 1}
+    second = {"main": 1, "main;exec_child_work": 3}
+    assert len(r.sections) == 2, "%d process sections, want 2 (one per image): %s" % (
+        len(r.sections), [[show(t) for t in s.folded.values()] for s in r.sections])
+    trees = [list(s.folded.values()) for s in r.sections]
+    assert trees[0] == [first], "first image: %s, want %s" % ([show(t) for t in trees[0]], first)
+    assert list(r.sections[0].open.values()) in ([], [["main", "before_exec"]]), \
+        "first image: open at the end: %s" % list(r.sections[0].open.values())
+    assert trees[1] == [second], "new image: %s, want %s" % (
+        [show(t) for t in trees[1]], second)
+    assert not r.sections[1].open, "new image: open at the end: %s" % r.sections[1].open
+
+
+def nm_has(symbol):
+    def verify(exe, opt):
+        out = subprocess.run(["nm", "-D", exe], capture_output=True, text=True).stdout
+        assert re.search(r"\b%s\b" % re.escape(symbol), out), \
+            "%s does not import %s: the case does not test it" % (os.path.basename(exe), symbol)
+    return verify
+
+
+def tail_calls(exe, opt):
+    """At -O2: first() must end in jmp <other>, chain() in jmp <first>."""
+    if opt != "O2":
+        return
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", exe], capture_output=True,
+                         text=True).stdout
+    for fn, callee in (("first", "other"), ("chain", "first")):
+        m = re.search(r"^[0-9a-f]+ <%s>:\n(.*?)\n\n" % fn, out, re.S | re.M)
+        assert m, "no %s in the disassembly" % fn
+        assert re.search(r"\bjmp\s+[0-9a-f]+ <%s>" % callee, m.group(1)), \
+            "%s() does not tail-call %s() (no jmp): the case does not test tail calls" % (
+                fn, callee)
+
+
+def check_untraced_note(r):
+    """sigblock: the run may be untraced: at most one more stderr line, from ftrace-run."""
+    extra = r.traced.stderr.splitlines()[len(r.base.stderr.splitlines()):]
+    assert r.traced.stderr.startswith(r.base.stderr) and len(extra) <= 1 and all(
+        l.startswith("ftrace-run: ") for l in extra), "stderr: %r, untraced %r" % (
+        r.traced.stderr, r.base.stderr)
+
+
+STARTUP_LIB = (("libbstartup.c", "bstartup", ""),)
+NEEDED_LIB = (("libbneeded.c", "bneeded", ""),)
+DL_LIBS = (("libbdl.c", "bdla", "-DTAG=a"), ("libbdl.c", "bdlb", "-DTAG=b"))
+
+CASES = {
+    # 1. threads
+    "threads-many": Case("bthreads.c", ["many"], exact(
+        [{"main": 1, "main;many": 1}] + [worker_tree((i % 7 + 1) * 3) for i in range(50)])),
+    "threads-detached": Case("bthreads.c", ["detached"], exact(
+        [{"main": 1, "main;detached": 1}] + [worker_tree(5)] * 20)),
+    "threads-exit": Case("bthreads.c", ["exit"], exact(
+        [{"main": 1, "main;texit": 1, "main;texit;after_join": 1},
+         {"exiter": 1, "exiter;nest1": 1, "exiter;nest1;nest2": 1, "exiter;nest1;nest2;leaf": 1,
+          "exiter;nest1;cleanup_fn": 1}])),
+    "threads-sigblock": Case("bstartup.c", ["sigblock"], check_untraced_note,
+                             needed=STARTUP_LIB, stderr=False, report=False),
+    "threads-blocked": Case("bstartup.c", ["blocked"], exact(
+        [{"main": 1, "main;work": 1, "main;work;leaf": 10}, {"rd_done": 1}, {"sl_done": 1}]),
+        needed=STARTUP_LIB),
+    # 2. signals
+    "signals-usr1": Case("bsignals.c", ["usr1"], check_handlers("usr1", True)),
+    "signals-alarm": Case("bsignals.c", ["alarm"], check_handlers("alarm", False)),
+    "signals-altstack": Case("bsignals.c", ["altstack"], exact(
+        [alt_tree("main"), alt_tree("alt_thread")])),
+    "signals-siglongjmp": Case("bsignals.c", ["siglongjmp"], exact([{
+        "main": 1, "main;level1": 3, "main;level1;level2": 3, "main;level1;level2;jump_handler": 3,
+        "main;level1;level2;jump_handler;handler_work": 3, "main;after_jump": 3}])),
+    "signals-segv": Case("bsignals.c", ["segv"], exact([{
+        "main": 1, "main;fault1": 2, "main;fault1;bad_access": 2,
+        "main;fault1;bad_access;segv_handler": 2,
+        "main;fault1;bad_access;segv_handler;handler_work": 2, "main;after_jump": 2}])),
+    # 3. non-local exits
+    "jmp-longjmp": Case("bjmp.c", ["longjmp"], exact([jump_tree()])),
+    "jmp-siglongjmp": Case("bjmp.c", ["siglongjmp"], exact([jump_tree()])),
+    "jmp-longjmp-chk": Case("bjmp.c", ["longjmp"], exact([jump_tree()]),
+                            cflags="-D_FORTIFY_SOURCE=2", variant="fortify", opts=("O2",),
+                            verify=nm_has("__longjmp_chk")),
+    "jmp-siglongjmp-chk": Case("bjmp.c", ["siglongjmp"], exact([jump_tree()]),
+                               cflags="-D_FORTIFY_SOURCE=2", variant="fortify", opts=("O2",),
+                               verify=nm_has("__longjmp_chk")),
+    "exc-throw": Case("bexc.cpp", ["throw"], exact([exc_tree(["d1", "d2", "d3"], {})])),
+    "exc-rethrow": Case("bexc.cpp", ["rethrow"], exact(
+        [exc_tree(["r_outer", "r_mid", "r_inner"], {"r_outer;r_mid;r_handle": 3})])),
+    "exc-raii": Case("bexc.cpp", ["raii"], exact(
+        [exc_tree(["g_outer", "g_mid", "g_thrower"],
+                  {"g_outer;g_mid;cleanup": 3, "g_outer;cleanup": 3})])),
+    "exc-terminate": Case("bexc.cpp", ["terminate"], exact(
+        [{"main": 1, "main;t1": 1, "main;t1;t2": 1, "main;t1;t2;leaf": 1}],
+        [["main", "t1", "t2"]])),
+    "swapcontext": Case("bcoro.c", [], check_coro),
+    "tailcall": Case("btail.c", [], exact([{
+        "main": 1, "main;first": 5, "main;first;other": 5, "main;chain": 3,
+        "main;chain;first": 3, "main;chain;first;other": 3}]), verify=tail_calls),
+    # 4. processes
+    "proc-fork": Case("bproc.c", ["fork"], check_fork),
+    "proc-vfork": Case("bproc.c", ["vfork"], check_parent_only),
+    "proc-spawn": Case("bproc.c", ["spawn"], check_parent_only),
+    "proc-system": Case("bproc.c", ["system"], check_parent_only),
+    "proc-exec": Case("bproc.c", ["exec"], check_exec),
+    # 5. libraries
+    "lib-needed": Case("blibs.c", ["needed"], exact([{
+        "main": 1, "main;lib_outer": 2, "main;lib_outer;lib_inner": 4,
+        "main;lib_outer;app_cb": 2}]), needed=NEEDED_LIB, dlopen=DL_LIBS),
+    "lib-dlopen": Case("blibs.c", ["dlopen"], None, needed=NEEDED_LIB, dlopen=DL_LIBS),
+    # 6. limits
+    "limit-deep": Case("blimits.c", ["deep"], check_deep),
+    "limit-closefds": Case("blimits.c", ["closefds"], all_of(
+        check_file("bl_closefds.txt", CLOSEFDS_TEXT),
+        exact([{"main": 1, "main;phase": 40, "main;phase;leaf": 8000}]))),
+    "limit-dup2": Case("blimits.c", ["dup2"], all_of(
+        check_file("bl_dup2.txt", DUP2_TEXT),
+        exact([{"main": 1, "main;phase": 20, "main;phase;leaf": 4000}]))),
+}
+
+
+def check_dlopen(r):
+    """main's tree exact, with the names of the library mapped at the time; the spinner's
+    tree is spinner -> spin_leaf (any count)."""
+    assert len(r.sections) == 1, "%d process sections, want 1" % len(r.sections)
+    want_main = {"main": 1, "main;dla_func": 2, "main;dla_func;dla_inner": 2, "main;dlb_func": 3,
+                 "main;dlb_func;dlb_inner": 3}
+    trees = r.trees()
+    assert want_main in trees, "main's tree %s not found: %s" % (
+        want_main, [show(t) for t in trees])
+    others = [t for t in trees if t != want_main]
+    assert len(others) == 1 and set(others[0]) == {"spinner", "spinner;spin_leaf"} and \
+        others[0]["spinner"] == 1, "spinner thread: %s" % [show(t) for t in others]
+    assert not r.open_calls(), "open at the end: %s" % r.open_calls()
+
+
+CASES["lib-dlopen"].check = check_dlopen
+
+
+def run(cmd, cwd, **kw):
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT, **kw)
+
+
+def sh(cmd):
+    r = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+    if r.returncode:
+        raise AssertionError("build: %s\n%s" % (cmd, r.stderr))
+
+
+def build(flagset, opt, case, work):
+    """Builds the case's libraries and program into WORK/OPT (once); returns the executable."""
+    cc, cflags, ldflags, libflags = FLAGSETS[flagset]
+    d = os.path.join(work, opt)
+    os.makedirs(d, exist_ok=True)
+    for src, name, extra in tuple(case.needed) + tuple(case.dlopen):
+        so = os.path.join(d, "lib%s.so" % name)
+        if not os.path.exists(so):
+            sh("%s -%s -g -fno-omit-frame-pointer -fPIC -shared %s %s -I%s -o %s %s -pthread"
+               % (cc, opt, libflags, extra, PROGS, so, os.path.join(PROGS, src)))
+    stem, ext = os.path.splitext(case.src)
+    exe = os.path.join(d, stem + ("-" + case.variant if case.variant else ""))
+    if not os.path.exists(exe):
+        compiler = CXX[cc] if ext == ".cpp" else cc
+        libs = "".join(" -L%s -l%s" % (d, name) for _s, name, _e in case.needed)
+        if libs:
+            libs += " -Wl,-rpath,%s" % d
+        sh("%s -%s -g -fno-omit-frame-pointer %s %s -I%s -o %s %s %s %s -pthread -ldl"
+           % (compiler, opt, cflags, case.cflags, PROGS, exe, os.path.join(PROGS, case.src),
+              ldflags, libs))
+    return exe
+
+
+def run_case(flagset, opt, name, case, work, run_bin, report_bin):
+    tag = "%s/%s/%s" % (flagset, opt, name)
+    traced = None
+    try:
+        exe = build(flagset, opt, case, work)
+        if case.verify:
+            case.verify(exe, opt)
+        cwd = os.path.dirname(exe)
+        trace = os.path.join(cwd, "%s.ftr" % name)
+        base = run([exe] + case.args, cwd)
+        traced = run([run_bin, "-q", "-o", trace, exe] + case.args, cwd)
+        compare_runs(base, traced, case.stderr)
+        sections = []
+        if case.report:
+            rep = run([report_bin, trace], cwd)
+            assert rep.returncode == 0, "ftrace-report failed (%d): %s" % (
+                rep.returncode, rep.stderr.strip())
+            sections = parse_sections(rep.stdout)
+            assert sections, "no process section in the report: %r" % rep.stdout[:300]
+        case.check(Result(base, traced, sections, cwd))
+        if case.report:
+            ch = run([report_bin, "--chrome", trace], cwd)
+            assert ch.returncode == 0, "ftrace-report --chrome failed: %s" % ch.stderr
+            chrome_open = check_chrome(ch.stdout)
+            graph_open = collections.Counter()
+            for s in sections:
+                for tid, st in s.open.items():
+                    graph_open[tid] += len(st)
+            assert chrome_open == dict(+graph_open), "open calls: chrome %s, graph %s" % (
+                chrome_open, dict(+graph_open))
+        print("ok   %s" % tag)
+        return True
+    except (AssertionError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
+        msg = str(e)
+        if traced is not None and traced.returncode != base.returncode and "exit" not in msg:
+            msg += " (exit status %d, untraced %d)" % (traced.returncode, base.returncode)
+        if traced is not None and traced.stderr and "stderr" not in msg:
+            msg += "\n     traced stderr: %r" % traced.stderr[-400:]
+        print("FAIL %s: %s" % (tag, msg))
+        return False
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, help="directory with ftrace-run and ftrace-report")
+    ap.add_argument("--flagset", required=True, choices=sorted(FLAGSETS))
+    ap.add_argument("--opt", default="both", choices=["O0", "O2", "both"])
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--only", action="append", default=[],
+                    help="run only these cases (comma-separated, repeatable; a trailing * "
+                         "matches a prefix): %s" % ", ".join(sorted(CASES)))
+    a = ap.parse_args()
+
+    cc = FLAGSETS[a.flagset][0]
+    if not shutil.which(cc):
+        print("SKIP: %s not installed" % cc)
+        return 0
+    only = [n for o in a.only for n in o.split(",") if n]
+    for n in only:
+        if not any(c == n or (n.endswith("*") and c.startswith(n[:-1])) for c in CASES):
+            ap.error("no case %s (cases: %s)" % (n, ", ".join(sorted(CASES))))
+    a.bin = os.path.abspath(a.bin)
+    run_bin = os.path.join(a.bin, "ftrace-run")
+    report_bin = os.path.join(a.bin, "ftrace-report")
+    work = tempfile.mkdtemp(prefix="ftr-bh-")
+    opts = ["O0", "O2"] if a.opt == "both" else [a.opt]
+    passed = failed = 0
+    for opt in opts:
+        for name, case in sorted(CASES.items()):
+            if only and not any(name == n or (n.endswith("*") and name.startswith(n[:-1]))
+                                for n in only):
+                continue
+            if opt not in case.opts:
+                continue
+            if run_case(a.flagset, opt, name, case, work, run_bin, report_bin):
+                passed += 1
+            else:
+                failed += 1
+    if not a.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        print("work directory kept: %s" % work)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,13 @@
+/* Helpers for the behaviour test programs (tests/integration/behaviours.py). */
+#ifndef BEHAVE_H
+#define BEHAVE_H
+#include "progs.h"
+
+/* Put after a call in tail position: the call stays a call (no sibling-call jmp). */
+#define NOTAIL() __asm__ volatile("" ::: "memory")
+/* Keeps x live in a register: the call producing it cannot become a tail call. */
+#define KEEP(x) __asm__ volatile("" : "+r"(x))
+/* A function the compiler does not instrument (no entry hook, no frame in the tree). */
+#define NOTRACE __attribute__((no_instrument_function, patchable_function_entry(0, 0), noinline))
+
+#endif

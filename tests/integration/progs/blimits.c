@@ -1,0 +1,129 @@
+/* blimits: limits of the process. usage: blimits MODE
+ *   deep      recursion 100000 levels deep (recurse), in a thread with a 512 MiB stack.
+ *             Expectation: no crash, output unchanged; the thread's tree is a chain
+ *             deep_thread;recurse;recurse;... (each level once, however deep the tracer went),
+ *             nothing left open. main: {main}.
+ *   closefds  closes fds 3..1023 (the tracer's included), then writes bl_closefds.txt through a
+ *             new fd (likely 3) in 40 rounds, each followed by phase -> leaf x 200 and a 2 ms
+ *             sleep (so the tracer flushes meanwhile); the file must hold exactly what was
+ *             written. tree: {main 1, main;phase 40, main;phase;leaf 8000}
+ *   dup2      dup2()s a file (bl_dup2.txt) over fds 3..20, then in 20 rounds writes one line
+ *             to each of those fds, with phase -> leaf x 200 and a 2 ms sleep in between.
+ *             tree: {main 1, main;phase 20, main;phase;leaf 4000}
+ * The program reads its file back and says whether it is intact; the test checks it too. */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "behave.h"
+
+static volatile long sink;
+NOINLINE long recurse(long n)
+{
+    if (n == 0)
+        return 0;
+    long r = recurse(n - 1);
+    KEEP(r);
+    return r + 1;
+}
+NOINLINE void *deep_thread(void *arg)
+{
+    long r = recurse((long)arg);
+    KEEP(r);
+    return (void *)r;
+}
+
+NOINLINE void leaf(void) { sink++; }
+NOINLINE void phase(void)
+{
+    for (int i = 0; i < 200; i++)
+        leaf();
+    NOTAIL();
+}
+
+NOTRACE static void pause_2ms(void)
+{
+    struct timespec ts = {0, 2 * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* Reads path back and compares it with want; prints the verdict. */
+NOTRACE static void verify(const char *mode, const char *path, const char *want, size_t len)
+{
+    static char got[1 << 16];
+    int fd = open(path, O_RDONLY);
+    ssize_t n = fd >= 0 ? read(fd, got, sizeof got) : -1;
+    if (fd >= 0)
+        close(fd);
+    int ok = n == (ssize_t)len && !memcmp(got, want, len);
+    printf("%s: wrote %zu bytes, file %s\n", mode, len, ok ? "intact" : "CORRUPTED");
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    static char want[1 << 16];
+    size_t len = 0;
+    if (!strcmp(mode, "deep")) {
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setstacksize(&at, 512u << 20);
+        pthread_t t;
+        void *r;
+        if (pthread_create(&t, &at, deep_thread, (void *)100000L) != 0) {
+            printf("deep: no thread\n");
+            return 1;
+        }
+        pthread_join(t, &r);
+        printf("deep: %ld levels\n", (long)r);
+        return 101;
+    }
+    if (!strcmp(mode, "closefds")) {
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
+        int fd = open("bl_closefds.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        for (int r = 0; r < 40; r++) {
+            char line[64];
+            int n = snprintf(line, sizeof line, "closefds round %d fd %s\n", r,
+                             fd == 3 ? "3" : ">3");
+            if (write(fd, line, (size_t)n) != n)
+                break;
+            memcpy(want + len, line, (size_t)n);
+            len += (size_t)n;
+            phase();
+            pause_2ms();
+        }
+        close(fd);
+        verify(mode, "bl_closefds.txt", want, len);
+        return 102;
+    }
+    if (!strcmp(mode, "dup2")) {
+        int f = open("bl_dup2.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        for (int fd = 3; fd <= 20; fd++)
+            if (fd != f)
+                dup2(f, fd);
+        if (f > 20)
+            close(f);
+        for (int r = 0; r < 20; r++) {
+            for (int fd = 3; fd <= 20; fd++) {
+                char line[64];
+                int n = snprintf(line, sizeof line, "dup2 round %d fd %d\n", r, fd);
+                if (write(fd, line, (size_t)n) != n)
+                    break;
+                memcpy(want + len, line, (size_t)n);
+                len += (size_t)n;
+            }
+            phase();
+            pause_2ms();
+        }
+        for (int fd = 3; fd <= 20; fd++)
+            close(fd);
+        verify(mode, "bl_dup2.txt", want, len);
+        return 103;
+    }
+    fprintf(stderr, "usage: blimits deep|closefds|dup2\n");
+    return 2;
+}

@@ -1,0 +1,128 @@
+/* bproc: new processes. usage: bproc MODE
+ *   fork    main -> forker -> fork(); the child runs child_main -> child_work x 3 and exits(7)
+ *           from child_main; the parent calls parent_work x 2 and waits.
+ *           parent tree {main, main;forker, main;parent_work 2}; the child's trace shows
+ *           child_main -> child_work x 3 (below whatever of main;forker it inherited).
+ *   vfork   main -> spawner: vfork() + execl(/proc/self/exe, "child", "vfork"); main -> after.
+ *   spawn   main -> spawner: posix_spawn(/proc/self/exe, "child", "spawn"); main -> after.
+ *   system  main -> spawner: system("echo system: shell ran"); main -> after.
+ *           parent tree for these three: {main, main;spawner, main;after}; output unchanged.
+ *   exec    main -> before_exec -> child_image_work, then execve(/proc/self/exe, "exec-child")
+ *           with an environment stripped of LD_PRELOAD and FTRACE_*: the tracer must follow
+ *           the new image. trees: first image {main, main;before_exec,
+ *           main;before_exec;child_image_work} (main and before_exec may stay open), new image
+ *           {main, main;exec_child_work 3}, each in its own section of the report.
+ *   child   (the spawned images) main -> child_image_work; prints a line.
+ */
+#define _GNU_SOURCE
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "behave.h"
+
+extern char **environ;
+static volatile long sink;
+
+NOINLINE int child_work(int i) { sink += i; return i; }
+NOINLINE int parent_work(int i) { sink += i; return i; }
+NOINLINE void child_main(void)
+{
+    int s = 0;
+    for (int i = 1; i <= 3; i++)
+        s += child_work(i);
+    printf("fork: child sum %d\n", s);
+    exit(7);
+}
+NOINLINE pid_t forker(void)
+{
+    fflush(stdout);
+    pid_t p = fork();
+    if (p == 0)
+        child_main();
+    return p;
+}
+
+NOINLINE pid_t spawner(const char *how)
+{
+    fflush(stdout);
+    pid_t p = -1;
+    if (!strcmp(how, "vfork")) {
+        p = vfork();
+        if (p == 0) {
+            execl("/proc/self/exe", "bproc", "child", "vfork", (char *)NULL);
+            _exit(127);
+        }
+    } else if (!strcmp(how, "spawn")) {
+        char *args[] = {"bproc", "child", "spawn", NULL};
+        if (posix_spawn(&p, "/proc/self/exe", NULL, NULL, args, environ) != 0)
+            p = -1;
+    } else {
+        int st = system("echo system: shell ran");
+        p = -st - 1000; /* no child to wait for */
+        printf("system: status %d\n", st);
+    }
+    return p;
+}
+NOINLINE void after(void) { sink++; }
+
+NOINLINE void child_image_work(void) { sink++; }
+NOINLINE int exec_child_work(int i) { sink += i; return i; }
+NOINLINE void before_exec(void)
+{
+    child_image_work();
+    fflush(stdout);
+    char *envp[256];
+    int n = 0;
+    for (char **e = environ; *e && n < 255; e++)
+        if (strncmp(*e, "LD_PRELOAD=", 11) && strncmp(*e, "FTRACE_", 7))
+            envp[n++] = *e;
+    envp[n] = NULL;
+    char *args[] = {"bproc", "exec-child", NULL};
+    execve("/proc/self/exe", args, envp);
+    perror("execve");
+    exit(1);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (!strcmp(mode, "fork")) {
+        pid_t p = forker();
+        int s = parent_work(1) + parent_work(2);
+        int st;
+        waitpid(p, &st, 0);
+        printf("fork: parent sum %d, child exit %d\n", s, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        return 81;
+    }
+    if (!strcmp(mode, "vfork") || !strcmp(mode, "spawn") || !strcmp(mode, "system")) {
+        pid_t p = spawner(mode);
+        int st = 0;
+        if (p > 0)
+            waitpid(p, &st, 0);
+        after();
+        printf("%s: child exit %d\n", mode, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        return 82;
+    }
+    if (!strcmp(mode, "exec")) {
+        printf("exec: before\n");
+        before_exec();
+        return 1;
+    }
+    if (!strcmp(mode, "exec-child")) {
+        int s = 0;
+        for (int i = 1; i <= 3; i++)
+            s += exec_child_work(i);
+        printf("exec-child: sum %d\n", s);
+        return 83;
+    }
+    if (!strcmp(mode, "child")) {
+        child_image_work();
+        printf("child image (%s)\n", argc > 2 ? argv[2] : "?");
+        return 0;
+    }
+    fprintf(stderr, "usage: bproc fork|vfork|spawn|system|exec\n");
+    return 2;
+}

@@ -1,0 +1,250 @@
+/* bsignals: signal handlers that run traced code. usage: bsignals MODE
+ *   usr1       a helper thread (kicker) sends SIGUSR1 to main 20 times, one at a time, while
+ *              main is in m_usr1 -> loop() calling spin_fn(); each delivery runs
+ *              handler -> handler_work once. A handler nests under whatever traced function was
+ *              interrupted, so the check is: main's tree is main;m_usr1;loop(;spin_fn) plus
+ *              exactly 20 handler -> handler_work subtrees somewhere below; kicker: {kicker}.
+ *   alarm      the same from m_alarm with setitimer(ITIMER_REAL, 1 ms) and SIGALRM, no other
+ *              thread; handler_work runs for the first 20 deliveries only (a late tick may add
+ *              a handler frame without handler_work).
+ *   altstack   SA_ONSTACK handler on_alt -> handler_work, raised 3 times from deep(): in main
+ *              (alternate stack mmap'd, below the main stack), then in a thread whose alternate
+ *              stack lies just above its own stack. trees:
+ *                main   {main, main;m_altstack, main;m_altstack;run_alt, ...;run_alt;deep 3,
+ *                        ...;deep;on_alt 3, ...;on_alt;handler_work 3, ...;run_alt;after 1}
+ *                thread {alt_thread, alt_thread;run_alt, ... the same below run_alt}
+ *   siglongjmp 3 times: main -> level1 -> level2 -> raise -> jump_handler -> handler_work, then
+ *              siglongjmp back into main, which calls after_jump (depth 1). Nothing stays open.
+ *   segv       2 times: main -> fault1 -> bad_access faults; segv_handler -> handler_work, then
+ *              siglongjmp to main, which prints "recovered" and calls after_jump (depth 1).
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/time.h>
+#include "behave.h"
+
+static volatile long sink;
+static volatile sig_atomic_t delivered, worked;
+NOINLINE void handler_work(void) { sink++; worked++; }
+NOINLINE long spin_fn(long x) { sink += x; return x + 1; }
+NOINLINE long loop(void)
+{
+    long x = 0;
+    while (delivered < 20)
+        x = spin_fn(x);
+    return x;
+}
+
+/* ---- usr1 / alarm ---- */
+NOINLINE void handler(int sig)
+{
+    (void)sig;
+    if (worked < 20)
+        handler_work();
+    delivered++;
+}
+static pthread_t main_thread;
+NOINLINE void *kicker(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 20; i++) {
+        pthread_kill(main_thread, SIGUSR1);
+        while (delivered <= i) /* one at a time: no two deliveries merge */
+            sched_yield();
+    }
+    return NULL;
+}
+
+NOINLINE int m_usr1(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, NULL);
+    main_thread = pthread_self();
+    pthread_t t;
+    pthread_create(&t, NULL, kicker, NULL);
+    long x = loop();
+    KEEP(x);
+    pthread_join(t, NULL);
+    printf("usr1: %d deliveries, %d handled\n", (int)delivered, (int)worked);
+    return 41;
+}
+
+NOINLINE int m_alarm(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {{0, 1000}, {0, 1000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    long x = loop();
+    KEEP(x);
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+    printf("alarm: %s deliveries, %d handled\n", delivered >= 20 ? ">=20" : "<20", (int)worked);
+    return 42;
+}
+
+/* ---- altstack ---- */
+static __thread char *alt_lo, *alt_hi;
+static volatile int on_alt_stack;
+NOINLINE void on_alt(int sig)
+{
+    (void)sig;
+    char here;
+    if (&here >= alt_lo && &here < alt_hi)
+        on_alt_stack++;
+    handler_work();
+    NOTAIL();
+}
+NOINLINE void deep(void)
+{
+    raise(SIGUSR1);
+    NOTAIL();
+}
+NOINLINE void after(void) { sink++; }
+NOINLINE void run_alt(char *stack, size_t size)
+{
+    stack_t ss = {.ss_sp = stack, .ss_size = size, .ss_flags = 0};
+    sigaltstack(&ss, NULL);
+    alt_lo = stack;
+    alt_hi = stack + size;
+    for (int i = 0; i < 3; i++)
+        deep();
+    after();
+    ss.ss_flags = SS_DISABLE;
+    sigaltstack(&ss, NULL);
+}
+#define ALT_SIZE (256 * 1024)
+#define THREAD_STACK (1024 * 1024)
+NOINLINE void *alt_thread(void *arg)
+{
+    run_alt((char *)arg, ALT_SIZE);
+    NOTAIL();
+    return NULL;
+}
+
+NOINLINE int m_altstack(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alt;
+    sa.sa_flags = SA_ONSTACK;
+    sigaction(SIGUSR1, &sa, NULL);
+    /* main thread: an alternate stack in the heap/mmap area, below the main stack */
+    char *mainalt = mmap(NULL, ALT_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                         -1, 0);
+    run_alt(mainalt, ALT_SIZE);
+    /* a thread whose alternate stack lies just above its own stack */
+    char *region = mmap(NULL, THREAD_STACK + ALT_SIZE, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setstack(&at, region, THREAD_STACK);
+    pthread_t t;
+    pthread_create(&t, &at, alt_thread, region + THREAD_STACK);
+    pthread_join(t, NULL);
+    printf("altstack: %d handled, %d on the alternate stack\n", (int)worked, on_alt_stack);
+    return 43;
+}
+
+/* ---- siglongjmp out of handlers ---- */
+static sigjmp_buf env;
+NOINLINE void jump_handler(int sig)
+{
+    (void)sig;
+    handler_work();
+    siglongjmp(env, 1);
+}
+NOINLINE void level2(void)
+{
+    raise(SIGUSR1);
+    NOTAIL();
+}
+NOINLINE void level1(void)
+{
+    level2();
+    NOTAIL();
+}
+NOINLINE void after_jump(void) { sink++; }
+
+static int *volatile bad_ptr; /* NULL, and the compiler cannot know it */
+NOINLINE void segv_handler(int sig)
+{
+    (void)sig;
+    handler_work();
+    siglongjmp(env, 1);
+}
+NOINLINE void bad_access(void)
+{
+    *bad_ptr = 1;
+    NOTAIL();
+}
+NOINLINE void fault1(void)
+{
+    bad_access();
+    NOTAIL();
+}
+
+NOTRACE static void set_handler(int sig, void (*fn)(int))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = fn;
+    sigaction(sig, &sa, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    int rc = 2;
+    if (!strcmp(mode, "usr1")) {
+        rc = m_usr1();
+    } else if (!strcmp(mode, "alarm")) {
+        rc = m_alarm();
+    } else if (!strcmp(mode, "altstack")) {
+        rc = m_altstack();
+    } else if (!strcmp(mode, "siglongjmp")) {
+        /* the sigsetjmp is in main itself: after the jump, after_jump is at depth 1 */
+        set_handler(SIGUSR1, jump_handler);
+        static volatile int jumps, i;
+        for (i = 0; i < 3; i++) {
+            if (sigsetjmp(env, 1) == 0) {
+                level1();
+                printf("not reached\n");
+            } else {
+                jumps++;
+                after_jump();
+            }
+        }
+        printf("siglongjmp: %d jumps, %d handled\n", jumps, (int)worked);
+        rc = 44;
+    } else if (!strcmp(mode, "segv")) {
+        set_handler(SIGSEGV, segv_handler);
+        static volatile int i;
+        for (i = 0; i < 2; i++) {
+            if (sigsetjmp(env, 1) == 0) {
+                fault1();
+                printf("not reached\n");
+            } else {
+                printf("recovered\n");
+                after_jump();
+            }
+        }
+        printf("segv: %d handled\n", (int)worked);
+        rc = 45;
+    } else {
+        fprintf(stderr, "usage: bsignals usr1|alarm|altstack|siglongjmp|segv\n");
+    }
+    KEEP(rc);
+    return rc;
+}

@@ -1,0 +1,128 @@
+/* bthreads: thread life cycles. usage: bthreads MODE
+ *   many      50 short-lived threads, 5 waves of 10 (created, then joined); thread i runs
+ *             worker -> work -> leaf x (i%7+1)*3.   trees: main: main;many; thread i:
+ *             {worker 1, worker;work 1, worker;work;leaf (i%7+1)*3}
+ *   detached  20 detached threads: worker -> work -> leaf x 5 each (worker is called from an
+ *             untraced start routine which posts a semaphore after worker() returned; main waits
+ *             for all 20 posts). trees: main {main, main;detached}; each thread {worker,
+ *             worker;work, worker;work;leaf 5}
+ *   exit      a thread exiter -> nest1 -> nest2 -> leaf, then pthread_exit(42) from nest2; nest1
+ *             pushed a cleanup handler (cleanup_fn, runs in nest1's frame while unwinding).
+ *             main joins, then texit -> after_join.
+ *             trees: main {main, main;texit, main;texit;after_join};
+ *             thread {exiter, exiter;nest1, exiter;nest1;nest2, exiter;nest1;nest2;leaf,
+ *             exiter;nest1;cleanup_fn}; nothing left open (the unwound frames are closed).
+ */
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <string.h>
+#include "behave.h"
+
+static volatile long sink;
+NOINLINE long leaf(long x) { sink += x; return x * 3 + 1; }
+NOINLINE long work(long n)
+{
+    long s = 0;
+    for (long i = 0; i < n; i++)
+        s += leaf(i);
+    return s;
+}
+NOINLINE void *worker(void *arg)
+{
+    long r = work((long)arg);
+    KEEP(r);
+    return (void *)r;
+}
+
+NOINLINE int many(void)
+{
+    long sum = 0;
+    for (int wave = 0; wave < 5; wave++) {
+        pthread_t t[10];
+        for (int j = 0; j < 10; j++) {
+            long i = wave * 10 + j;
+            pthread_create(&t[j], NULL, worker, (void *)((i % 7 + 1) * 3));
+        }
+        for (int j = 0; j < 10; j++) {
+            void *r;
+            pthread_join(t[j], &r);
+            sum += (long)r;
+        }
+    }
+    printf("many: 50 threads, sum %ld\n", sum);
+    return 31;
+}
+
+static sem_t done;
+NOTRACE static void *detached_start(void *arg)
+{
+    worker(arg);
+    sem_post(&done); /* after worker() returned: its tree is complete */
+    return NULL;
+}
+
+NOINLINE int detached(void)
+{
+    sem_init(&done, 0, 0);
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    for (int i = 0; i < 20; i++) {
+        pthread_t t;
+        pthread_create(&t, &at, detached_start, (void *)5L);
+    }
+    for (int i = 0; i < 20; i++)
+        sem_wait(&done);
+    printf("detached: 20 threads done\n");
+    return 32;
+}
+
+NOINLINE void cleanup_fn(void *arg) { sink += (long)arg; }
+NOINLINE void nest2(void)
+{
+    leaf(1);
+    pthread_exit((void *)42L);
+}
+NOINLINE void nest1(void)
+{
+    pthread_cleanup_push(cleanup_fn, (void *)7L);
+    nest2();
+    NOTAIL();
+    pthread_cleanup_pop(0);
+}
+NOINLINE void *exiter(void *arg)
+{
+    (void)arg;
+    nest1();
+    NOTAIL();
+    return NULL;
+}
+NOINLINE void after_join(void) { sink++; }
+
+NOINLINE int texit(void)
+{
+    pthread_t t;
+    void *r;
+    pthread_create(&t, NULL, exiter, NULL);
+    pthread_join(t, &r);
+    after_join();
+    printf("exit: joined %ld, cleanup ran %s\n", (long)r, sink >= 7 ? "yes" : "no");
+    return 33;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    int rc = 2;
+    if (!strcmp(mode, "many"))
+        rc = many();
+    else if (!strcmp(mode, "detached"))
+        rc = detached();
+    else if (!strcmp(mode, "exit"))
+        rc = texit();
+    else
+        fprintf(stderr, "usage: bthreads many|detached|exit\n");
+    KEEP(rc);
+    return rc;
+}
