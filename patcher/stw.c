@@ -19,7 +19,7 @@
  * does not restart.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <linux/futex.h>
@@ -59,21 +59,35 @@ static atomic_int ntids; /* published before the signal is sent: the handler sca
 static pid_t ignored[MAX_IGNORED];
 static int nignored;
 
+/* While threads are parked, one of them may hold a libc lock (malloc's, stdio's): from the
+ * first signal on, this file uses system calls and stack buffers only. */
+static ssize_t read_proc(pid_t tid, const char *what, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, what);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = 0;
+    return n;
+}
+
+static uint64_t field_after(const char *text, const char *key)
+{
+    const char *p = strstr(text, key);
+    return p ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
 /* voluntary + involuntary context switches of a thread: unchanged means it did not run */
 static uint64_t context_switches(pid_t tid)
 {
-    char path[64], line[128];
-    snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
-    FILE *f = fopen(path, "re");
-    if (!f)
+    char buf[4096];
+    if (read_proc(tid, "status", buf, sizeof buf) <= 0)
         return 0;
-    uint64_t total = 0, v;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "voluntary_ctxt_switches: %" SCNu64, &v) == 1 ||
-            sscanf(line, "nonvoluntary_ctxt_switches: %" SCNu64, &v) == 1)
-            total += v;
-    fclose(f);
-    return total;
+    return field_after(buf, "\nvoluntary_ctxt_switches:") +
+           field_after(buf, "nonvoluntary_ctxt_switches:");
 }
 
 static long futex(atomic_int *addr, int op, int val, const struct timespec *ts)
@@ -173,29 +187,34 @@ static int is_listed(pid_t tid)
  * when it is not blocked in a system call. */
 static uint64_t blocked_in_syscall(pid_t tid)
 {
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return 0;
-    int nr = -1;
-    int ok = fgets(buf, sizeof buf, f) && sscanf(buf, "%d", &nr) == 1 && nr >= 0;
-    fclose(f);
-    if (!ok)
-        return 0;
+    char buf[256];
+    if (read_proc(tid, "syscall", buf, sizeof buf) <= 0 || buf[0] < '0' || buf[0] > '9')
+        return 0; /* "running", or "-1 ..." (blocked, but not in a system call) */
     return context_switches(tid) + 1;
 }
 
 /* Signals every thread not yet listed. @return number signalled, or -1 (too many threads). */
+struct linux_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
 static int signal_new_threads(int gen, pid_t self)
 {
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
+    int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
         return -1;
     int added = 0;
-    struct dirent *de;
     pid_t pid = getpid();
-    while ((de = readdir(d))) {
+    char dents[4096] __attribute__((aligned(8)));
+    long nread;
+    while (added >= 0 && (nread = syscall(SYS_getdents64, dfd, dents, sizeof dents)) > 0)
+    for (long off = 0; off < nread;) {
+        struct linux_dirent64 *de = (struct linux_dirent64 *)(dents + off);
+        off += de->d_reclen;
         pid_t tid = (pid_t)atoi(de->d_name);
         if (tid <= 0 || tid == self || is_listed(tid))
             continue;
@@ -223,7 +242,7 @@ static int signal_new_threads(int gen, pid_t self)
         else
             tids[i] = 0; /* it exited meanwhile */
     }
-    closedir(d);
+    close(dfd);
     return added;
 }
 
