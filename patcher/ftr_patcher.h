@@ -211,6 +211,8 @@ int ftr_stw_init(int signo, char *err, size_t errlen);
 /*! ftr_stw_ignore() : never signal this thread (e.g. the tracer's own writer, which blocks
  *  every signal and never runs patched code). */
 void ftr_stw_ignore(int tid);
+/*! ftr_stw_forget_ignored() : in a fork child, the ignored threads are gone. */
+void ftr_stw_forget_ignored(void);
 /*! ftr_stw_on_request() : signals of the handshake's number queued (sigqueue) with a negative
  *  value are requests from outside (ftrace-ctl): fn(value) runs in the signal handler, so it
  *  must be async-signal-safe. */

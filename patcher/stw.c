@@ -38,7 +38,7 @@
 #include "ftr_patcher.h"
 
 #define MAX_TRACKED 4096 /* threads tracked by one handshake */
-#define MAX_IGNORED 8
+#define MAX_IGNORED 32
 
 static int stw_signo;
 static void (*request_fn)(int value); /* queued signals with a negative value: see header */
@@ -163,8 +163,13 @@ int ftr_stw_init(int signo, char *err, size_t errlen)
 
 void ftr_stw_on_request(void (*fn)(int value)) { request_fn = fn; }
 
+void ftr_stw_forget_ignored(void) { nignored = 0; }
+
 void ftr_stw_ignore(int tid)
 {
+    for (int i = 0; i < nignored; i++)
+        if (ignored[i] == tid)
+            return;
     if (nignored < MAX_IGNORED)
         ignored[nignored++] = tid;
 }

@@ -79,19 +79,31 @@ static inline void retire(struct ftr_tls *t, const struct ftr_shadow *e, unsigne
 }
 
 /* --threshold: a call shorter than the threshold whose entry record is still the last one in
- * the chunk (so it has no recorded children) is taken back instead of closed. The writer never
- * takes records younger than twice the threshold (writer.c), so it cannot have the entry. */
+ * the chunk (so it has no recorded children) is taken back instead of closed. The writer
+ * leaves records younger than twice the threshold alone (writer.c), so it rarely has the
+ * entry; for when it does (this thread was stopped between its clock read and here), the two
+ * sides settle it like Dekker's protocol: the thread clears the head, then reads the writer's
+ * claim (c->flushed); the writer raises its claim, then reads the heads again. At least one
+ * sees the other: the thread keeps the entry (and records the exit) or the writer leaves it. */
 static inline int rewind_short(struct ftr_tls *t, const struct ftr_shadow *e, uint64_t tsc)
 {
-    if (!(e->flags & FTR_SH_RECORDED) || tsc - e->tsc >= ftr_g.threshold_ticks)
+    if (!(e->flags & FTR_SH_RECORDED) || tsc - e->tsc >= ftr_g.threshold_ticks ||
+        e->tsc < ftr_g.threshold_from)
         return 0;
     struct ftr_rec *last = t->pos - 1;
-    if (t->pos > t->end || last < t->end - ftr_g.chunk_bytes / sizeof *last ||
-        last->head != ftr_rec_head(e->site, FTR_EV_ENTRY) || last->tsc != e->tsc)
+    struct ftr_chunk *c = t->thr->cur;
+    uint32_t head = ftr_rec_head(e->site, FTR_EV_ENTRY);
+    if (!c || t->pos > t->end || last < c->rec || last >= c->rec + c->nrec ||
+        last->head != head || last->tsc != e->tsc)
         return 0;
-    /* Dropping the head drops the entry; giving the slot back must not undo records a signal
-     * handler added meanwhile: one non-locked cmpxchg, atomic against this thread's signals. */
     __atomic_store_n(&last->head, 0, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&c->flushed, __ATOMIC_RELAXED) > (size_t)(last - c->rec)) {
+        __atomic_store_n(&last->head, head, __ATOMIC_RELAXED); /* the writer has it */
+        return 0;
+    }
+    /* Dropping the head dropped the entry; giving the slot back must not undo records a signal
+     * handler added meanwhile: one non-locked cmpxchg, atomic against this thread's signals. */
     struct ftr_rec *expect = last + 1;
     __asm__ volatile("cmpxchgq %2, %1" : "+a"(expect), "+m"(t->pos) : "r"(last) : "memory", "cc");
     t->rec_depth--;

@@ -150,6 +150,7 @@ int ftr_finish(uint32_t how, int code)
     atomic_store(&ftr_g.recording, 0);
     ftr_tls.in_slow = 1; /* this thread records nothing more */
     fill_end(how, code);
+    ftr_control_cleanup();
     end_info.lost = ftr_lost_events();
     end_info.overruns = ftr_overrun_calls();
     ftr_writer_stop(&end_info);
@@ -168,6 +169,7 @@ void ftr_resume(void)
         ftr_msg("%s; tracing stops", err);
         return;
     }
+    ftr_stw_ignore((int)ftr_writer_tid);
     struct ftr_buf meta = {0};
     ftr_modules_describe(&meta);
     ftr_writer_add_meta(&meta);
@@ -217,12 +219,14 @@ void ftr_child_after_fork(void)
     ftr_process.start_tsc = ftr_g.start_tsc;
     ftr_is_root = 0;
     ftr_writer_reset(1);
+    ftr_stw_forget_ignored();
     char err[256];
     if (ftr_writer_start(err, sizeof err) < 0) {
         atomic_store(&ftr_g.recording, 0);
         atomic_store(&ended, 1);
         return;
     }
+    ftr_stw_ignore((int)ftr_writer_tid);
     struct ftr_buf meta = {0};
     ftr_modules_describe(&meta);
     ftr_writer_add_meta(&meta);
@@ -370,6 +374,7 @@ __attribute__((constructor)) static void ftr_init(void)
         return;
     }
     ftr_stw_ignore((int)ftr_writer_tid);
+    ftr_stw_on_request(ftr_control_request);
     pthread_atfork(fork_prepare, fork_parent, ftr_child_after_fork);
     atomic_store(&ftr_g.recording, 1);
     ftr_g.ready = 1;

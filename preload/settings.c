@@ -110,6 +110,7 @@ int ftr_settings_init(char *err, size_t errlen)
             return -1;
         }
         ftr_g.threshold_ticks = ns ? (uint64_t)((double)ns * (double)tsc_hz_now() / 1e9) : 0;
+        ftr_g.holdback_ticks = ftr_g.threshold_ticks; /* before the writer exists */
     }
     v = getenv(ftr_env_name(FTR_ENV_DISABLED));
     enabled = !(v && *v && strcmp(v, "0") != 0);
@@ -168,11 +169,29 @@ int ftr_set_depth(unsigned depth, char *err, size_t errlen)
     return 0;
 }
 
+/* A threshold that grows must first hold the writer back: it must never take a record that a
+ * hook may still take back. So the hold-back grows first, the writer completes two passes with
+ * it, and only entries made after that may be taken back. */
 int ftr_set_threshold(uint64_t ns, char *err, size_t errlen)
 {
-    (void)err;
-    (void)errlen;
-    ftr_g.threshold_ticks = ns ? (uint64_t)((double)ns * (double)tsc_hz_now() / 1e9) : 0;
+    uint64_t ticks = ns ? (uint64_t)((double)ns * (double)tsc_hz_now() / 1e9) : 0;
+    pthread_mutex_lock(&settings_lock);
+    if (ticks > ftr_g.holdback_ticks) {
+        __atomic_store_n(&ftr_g.holdback_ticks, ticks, __ATOMIC_RELEASE);
+        uint64_t start = ftr_writer_passes();
+        for (int i = 0; ftr_writer_passes() < start + 2; i++) {
+            if (i == 400) { /* 4 s: the writer is stuck; leave the threshold as it was */
+                pthread_mutex_unlock(&settings_lock);
+                snprintf(err, errlen, "the writer thread does not answer");
+                return -1;
+            }
+            struct timespec d = {0, 10 * 1000 * 1000};
+            nanosleep(&d, NULL);
+        }
+        ftr_g.threshold_from = ftr_rdtsc();
+    }
+    __atomic_store_n(&ftr_g.threshold_ticks, ticks, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&settings_lock);
     return 0;
 }
 

@@ -90,6 +90,9 @@ struct ftr_global {
     /* graph knobs, read by the hooks (relaxed): 0 = off */
     unsigned max_depth;
     uint64_t threshold_ticks;
+    uint64_t threshold_from;   /* only entries after this tsc may be taken back */
+    uint64_t holdback_ticks;   /* the writer leaves records younger than twice this (>= every
+                                  threshold ever set: it never decreases) */
     int graph_mode;      /* some site is a --graph-function root */
     int site_flags_used; /* ftr_site_flags holds something */
     uint64_t tsc_hz;     /* estimate for converting the threshold */
@@ -174,6 +177,7 @@ extern uint32_t ftr_writer_tid FTR_HIDDEN;
 uint64_t ftr_writer_bytes(void) FTR_HIDDEN;
 uint64_t ftr_writer_events(void) FTR_HIDDEN;
 uint64_t ftr_writer_calls(void) FTR_HIDDEN;
+uint64_t ftr_writer_passes(void) FTR_HIDDEN; /* partial-flush passes done so far */
 
 /* modules.c */
 size_t ftr_modules_scan(void) FTR_HIDDEN; /* finds the loaded modules' sites; @return count */

@@ -40,6 +40,9 @@ static int write_failed;
 static uint64_t bytes_written, bytes_dropped;
 static _Atomic uint64_t events_total, calls_total;
 static int process_written;
+static uint64_t passes;
+
+uint64_t ftr_writer_passes(void) { return __atomic_load_n(&passes, __ATOMIC_ACQUIRE); }
 
 uint64_t ftr_writer_bytes(void) { return bytes_written; }
 uint64_t ftr_writer_events(void) { return events_total; }
@@ -142,15 +145,26 @@ static void take_partial(struct ftr_thread *thr, void *arg)
         limit = end;
     /* With a threshold, a short call's entry may still be taken back: leave records younger
      * than twice the threshold to the thread (hooks.c, rewind_short). */
-    uint64_t young = ftr_g.threshold_ticks && !w_stop ? ftr_rdtsc() - 2 * ftr_g.threshold_ticks
-                                                       : UINT64_MAX;
-    size_t i = c->flushed, n = 0;
+    uint64_t hold = __atomic_load_n(&ftr_g.holdback_ticks, __ATOMIC_ACQUIRE);
+    uint64_t young = hold && !w_stop ? ftr_rdtsc() - 2 * hold : UINT64_MAX;
+    size_t from = c->flushed, i = from, n = 0;
     while (c->rec + i < limit && __atomic_load_n(&c->rec[i].head, __ATOMIC_ACQUIRE) != 0) {
         if (n == scratch_n || c->rec[i].tsc >= young)
             break;
         scratch[n++] = c->rec[i++];
     }
-    c->flushed = i;
+    /* Claim, then check that no entry among them was taken back meanwhile (hooks.c,
+     * rewind_short: the other half of the protocol). */
+    __atomic_store_n(&c->flushed, i, __ATOMIC_RELAXED);
+    if (hold) {
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        for (size_t k = from; k < i; k++)
+            if (__atomic_load_n(&c->rec[k].head, __ATOMIC_RELAXED) == 0) {
+                n = k - from;
+                __atomic_store_n(&c->flushed, k, __ATOMIC_RELAXED);
+                break;
+            }
+    }
     /* encoded right away: under reg_lock, but a partial flush is once per period */
     encode(c->tid, scratch, n);
 }
@@ -170,8 +184,10 @@ static void write_pending(int partial)
         if (out.len > (1u << 20))
             flush_out();
     }
-    if (partial)
+    if (partial) {
         ftr_for_each_thread(take_partial, NULL);
+        __atomic_fetch_add(&passes, 1, __ATOMIC_RELEASE);
+    }
     ftr_reap_threads();
     flush_out();
 }
@@ -215,6 +231,7 @@ static void *writer_main(void *arg)
         write_pending(partial);
         if (stop)
             break;
+        ftr_control_poll(); /* ftrace-ctl asked for the control server */
     }
     /* Final: the threads still running keep recording into their chunks until exit; take what
      * they have filled once more, then the END chunk. */

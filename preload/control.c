@@ -1,0 +1,512 @@
+/*
+ * control.c - the control server: lets ftrace-ctl change what a running process traces.
+ *
+ * Nothing runs until asked. ftrace-ctl queues the handshake signal with the value FTR_CTL_WAKE
+ * (preload/ftr_env.h); the handler (patcher/stw.c) only sets a flag here, and the writer thread,
+ * which wakes every flush period, starts the server: a thread that never traces, blocks every
+ * signal and is left out of the handshake, accepting on a Unix stream socket at
+ * ftr_ctl_socket_path(). The socket's directory must be ours and closed to everyone else
+ * (0700), and every connection's credentials (SO_PEERCRED) must be our effective uid or root.
+ *
+ * Protocol: one request line (at most 4 KiB, within a few seconds), answered by text lines and
+ * a last line "ok" or "error: <message>", then the connection is closed:
+ *   status | on | off | filter EXPR | depth N | threshold T
+ * T is a duration with unit ns, us, ms or s; a bare number is in microseconds, like the
+ * kernel's tracing_thresh. The settings themselves are settings.c's.
+ *
+ * The descriptors are guarded like the trace file's (fdguard.c) and used under its lock, so
+ * that a program's dup2() onto their numbers never makes us read from or write to the
+ * program's own files. The socket file is removed when the image ends (ftr_finish); a fork
+ * child has no server until asked, and closes the copies it inherited.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ftr_env.h"
+#include "ftr_patcher.h"
+#include "tracer.h"
+
+#define CTL_LINE_MAX 4096 /* longest request line, newline included */
+#define CTL_IO_MS 5000    /* a client has this long to send its request and take the reply */
+#define CTL_FD_MIN 512    /* our descriptors sit above the program's (like the trace file's) */
+#define CTL_DEPTH_MAX 1000000u
+
+static atomic_int requested;             /* ftrace-ctl asked (set from the signal handler) */
+static atomic_int running;               /* a server thread exists in this process */
+static atomic_int stopping;              /* the image ends: refuse further requests */
+static atomic_int quit;                  /* the server thread should end (socket file gone) */
+static int listen_fd = -1, conn_fd = -1; /* guarded by fdguard.c; used under ftr_fd_lock() */
+static int fds_protected;
+static pid_t server_pid;  /* the process that bound sock_path */
+static char ctl_dir[256]; /* ftr_ctl_dir() as the process started (ftrace-ctl reads environ) */
+static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static pthread_mutex_t cmd_lock = PTHREAD_MUTEX_INITIALIZER; /* a request being carried out */
+/* Starting a server and ending the image exclude each other: once ftr_finish ran, the writer
+ * thread it stops starts no server (a writer started later, after an exec that failed, may). */
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static int finished;
+static uint32_t finished_writer;
+
+void ftr_control_request(int value)
+{
+    if (value == FTR_CTL_WAKE)
+        atomic_store(&requested, 1);
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Moves a new descriptor above CTL_FD_MIN. @return the descriptor to use. */
+static int high_fd(int fd)
+{
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, CTL_FD_MIN);
+    if (high < 0)
+        return fd;
+    close(fd);
+    return high;
+}
+
+/* Takes *var's descriptor out of the guard's reach and closes it. */
+static void close_guarded(int *var)
+{
+    ftr_fd_lock();
+    int fd = *var;
+    *var = -1;
+    ftr_fd_unlock();
+    if (fd >= 0)
+        close(fd);
+}
+
+/* ---- one connection ---- */
+
+/* Waits for events on the connection, in slices: were the descriptor moved (dup2), the poll
+ * on the old number ends soon and the next one uses the new number. */
+static void wait_conn(short events, uint64_t deadline)
+{
+    uint64_t now = now_ms();
+    int ms = deadline > now ? (int)(deadline - now) : 0;
+    struct pollfd p = {.fd = __atomic_load_n(&conn_fd, __ATOMIC_RELAXED), .events = events};
+    poll(&p, 1, ms < 200 ? ms : 200);
+}
+
+/* Reads one line into buf (CTL_LINE_MAX + 1 bytes), without its newline. A line cut short by
+ * the end of the stream counts. @return its length, -1 (nothing, or error, or timeout), or -2
+ * (too long). */
+static int read_line(char *buf, uint64_t deadline)
+{
+    size_t len = 0;
+    while (now_ms() < deadline) {
+        wait_conn(POLLIN, deadline);
+        ftr_fd_lock();
+        ssize_t n = recv(conn_fd, buf + len, CTL_LINE_MAX - len, MSG_DONTWAIT);
+        int e = errno;
+        ftr_fd_unlock();
+        if (n > 0) {
+            char *nl = memchr(buf + len, '\n', (size_t)n);
+            len += (size_t)n;
+            if (nl) {
+                *nl = 0;
+                return (int)(nl - buf);
+            }
+            if (len == CTL_LINE_MAX)
+                return -2;
+        } else if (n == 0) {
+            buf[len] = 0;
+            return len ? (int)len : -1;
+        } else if (e != EAGAIN && e != EINTR) {
+            return -1;
+        }
+    }
+    return -1;
+}
+
+static void send_all(const struct ftr_buf *b, uint64_t deadline)
+{
+    size_t off = 0;
+    while (off < b->len && now_ms() < deadline) {
+        ftr_fd_lock();
+        ssize_t n = send(conn_fd, b->data + off, b->len - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+        int e = errno;
+        ftr_fd_unlock();
+        if (n > 0)
+            off += (size_t)n;
+        else if (n < 0 && e != EAGAIN && e != EINTR)
+            return;
+        else
+            wait_conn(POLLOUT, deadline);
+    }
+}
+
+static void add_str(struct ftr_buf *out, const char *s) { ftr_buf_append(out, s, strlen(s)); }
+
+/* "error: msg\n", on one line whatever msg holds */
+static void add_error(struct ftr_buf *out, const char *msg)
+{
+    char line[1024];
+    int n = snprintf(line, sizeof line, "error: %s", msg);
+    if (n < 0)
+        n = 0;
+    if (n > (int)sizeof line - 2)
+        n = (int)sizeof line - 2;
+    for (int i = 0; i < n; i++)
+        if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+            line[i] = ' ';
+    line[n++] = '\n';
+    ftr_buf_append(out, line, (size_t)n);
+}
+
+/* A decimal number in [0, max]. @return 0 or -1 */
+static int parse_uint(const char *s, unsigned max, unsigned *v)
+{
+    if (!*s)
+        return -1;
+    unsigned long long x = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        x = x * 10 + (unsigned)(*s - '0');
+        if (x > max)
+            return -1;
+    }
+    *v = (unsigned)x;
+    return 0;
+}
+
+/* Carries out one request line; the reply goes to out. */
+static void dispatch(char *line, struct ftr_buf *out)
+{
+    char err[1024] = "";
+    size_t len = strlen(line);
+    while (len && isspace((unsigned char)line[len - 1]))
+        line[--len] = 0;
+    char *cmd = line;
+    while (isspace((unsigned char)*cmd))
+        cmd++;
+    char *arg = cmd;
+    while (*arg && !isspace((unsigned char)*arg))
+        arg++;
+    if (*arg) {
+        *arg++ = 0;
+        while (isspace((unsigned char)*arg))
+            arg++;
+    }
+
+    int rc = -1;
+    int no_arg = !strcmp(cmd, "status") || !strcmp(cmd, "on") || !strcmp(cmd, "off");
+    pthread_mutex_lock(&cmd_lock);
+    if (atomic_load(&stopping)) {
+        snprintf(err, sizeof err, "the process is exiting");
+    } else if (!*cmd) {
+        snprintf(err, sizeof err, "empty request");
+    } else if (no_arg && *arg) {
+        snprintf(err, sizeof err, "'%s' takes no argument", cmd);
+    } else if (!strcmp(cmd, "status")) {
+        ftr_status(out);
+        rc = 0;
+    } else if (!strcmp(cmd, "on") || !strcmp(cmd, "off")) {
+        rc = ftr_set_recording(!strcmp(cmd, "on"), err, sizeof err);
+    } else if (!strcmp(cmd, "filter")) {
+        rc = ftr_set_filter(arg, err, sizeof err); /* empty: trace everything */
+    } else if (!strcmp(cmd, "depth")) {
+        unsigned d;
+        if (parse_uint(arg, CTL_DEPTH_MAX, &d) < 0)
+            snprintf(err, sizeof err, "bad depth '%.64s' (expected 0 to %u; 0: no limit)", arg,
+                     CTL_DEPTH_MAX);
+        else
+            rc = ftr_set_depth(d, err, sizeof err);
+    } else if (!strcmp(cmd, "threshold")) {
+        uint64_t ns;
+        if (ftr_parse_duration(arg, &ns) < 0)
+            snprintf(err, sizeof err,
+                     "bad threshold '%.64s' (expected a duration like 10us, 1.5ms, 2s; a bare "
+                     "number is in us)",
+                     arg);
+        else
+            rc = ftr_set_threshold(ns, err, sizeof err);
+    } else {
+        snprintf(err, sizeof err, "unknown command '%.64s'", cmd);
+    }
+    pthread_mutex_unlock(&cmd_lock);
+    if (rc == 0)
+        add_str(out, "ok\n");
+    else
+        add_error(out, *err ? err : "failed");
+}
+
+static void serve(uint64_t deadline)
+{
+    struct ftr_buf out = {0};
+    struct ucred cred;
+    socklen_t clen = sizeof cred;
+    ftr_fd_lock();
+    int rc = getsockopt(conn_fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen);
+    ftr_fd_unlock();
+    if (rc < 0) {
+        add_error(&out, "cannot read the peer's credentials");
+    } else if (cred.uid != geteuid() && cred.uid != 0) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "permission denied: uid %u is not the owner", (unsigned)cred.uid);
+        add_error(&out, msg);
+    } else {
+        char line[CTL_LINE_MAX + 1];
+        int n = read_line(line, deadline);
+        if (n == -2)
+            add_error(&out, "request longer than 4096 bytes");
+        else if (n == -1)
+            add_error(&out, "no request line received");
+        else if (memchr(line, 0, (size_t)n))
+            add_error(&out, "malformed request (NUL byte)");
+        else
+            dispatch(line, &out);
+    }
+    send_all(&out, deadline);
+    ftr_buf_free(&out);
+    /* Closing with unread input would reset the connection, and the client could lose the
+     * reply: say we are done, and read what the client still sends (briefly). */
+    ftr_fd_lock();
+    shutdown(conn_fd, SHUT_WR);
+    ftr_fd_unlock();
+    uint64_t end = now_ms() + 200;
+    char sink[4096];
+    for (int n = 0; n < 64 && now_ms() < end; n++) {
+        ftr_fd_lock();
+        ssize_t r = recv(conn_fd, sink, sizeof sink, MSG_DONTWAIT);
+        int e = errno;
+        ftr_fd_unlock();
+        if (r == 0 || (r < 0 && e != EAGAIN && e != EINTR))
+            break;
+        if (r < 0)
+            wait_conn(POLLIN, end);
+    }
+}
+
+/* ---- the server thread ---- */
+
+static void *server_main(void *arg)
+{
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, NULL);
+    ftr_thread_off();
+    ftr_stw_ignore((int)syscall(SYS_gettid));
+    int failures = 0; /* in a row: past a few, slow down (never spin) */
+    while (!atomic_load(&stopping) && !atomic_load(&quit) && failures < 1000) {
+        int fd = __atomic_load_n(&listen_fd, __ATOMIC_RELAXED);
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r = poll(&p, 1, 1000);
+        if (atomic_load(&stopping) || atomic_load(&quit))
+            break;
+        if (r <= 0)
+            continue;
+        /* a listening socket reports these only when shut down or broken (a number the program
+         * took over since has moved ours: look again) */
+        if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) &&
+            fd == __atomic_load_n(&listen_fd, __ATOMIC_RELAXED))
+            break;
+        ftr_fd_lock();
+        int c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        int e = errno;
+        if (c >= 0)
+            conn_fd = high_fd(c);
+        ftr_fd_unlock();
+        if (c < 0) {
+            if (e != EAGAIN && e != EINTR && e != ECONNABORTED && e != EMFILE && e != ENFILE &&
+                e != ENOBUFS && e != ENOMEM)
+                break; /* broken */
+            if (++failures > 5) {
+                struct timespec d = {0, 20 * 1000 * 1000};
+                nanosleep(&d, NULL);
+            }
+            continue;
+        }
+        failures = 0;
+        serve(now_ms() + CTL_IO_MS);
+        close_guarded(&conn_fd);
+    }
+    if (!atomic_load(&stopping) && getpid() == server_pid)
+        unlink(sock_path);
+    close_guarded(&listen_fd);
+    atomic_store(&running, 0);
+    return NULL;
+}
+
+/* The socket directory: created 0700, or else it must be a directory of ours that nobody
+ * else can enter. @return 0, or -1 with the reason in why. */
+static int check_dir(char *why, size_t len)
+{
+    struct stat st;
+    if (mkdir(ctl_dir, 0700) < 0 && errno != EEXIST) {
+        snprintf(why, len, "cannot create %s: %s", ctl_dir, strerror(errno));
+        return -1;
+    }
+    if (lstat(ctl_dir, &st) < 0) {
+        snprintf(why, len, "cannot use %s: %s", ctl_dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode))
+        snprintf(why, len, "%s is not a directory", ctl_dir);
+    else if (st.st_uid != geteuid())
+        snprintf(why, len, "%s belongs to uid %u, not to uid %u", ctl_dir, (unsigned)st.st_uid,
+                 (unsigned)geteuid());
+    else if (st.st_mode & 077)
+        snprintf(why, len, "%s is open to other users (mode %03o; want 700)", ctl_dir,
+                 (unsigned)(st.st_mode & 0777));
+    else
+        return 0;
+    return -1;
+}
+
+static void start_server(void)
+{
+    char why[600];
+    if (check_dir(why, sizeof why) < 0) {
+        ftr_msg("control: %s; refusing to listen for ftrace-ctl", why);
+        return;
+    }
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    char path[sizeof ctl_dir + 32];
+    snprintf(path, sizeof path, "%s/%d.sock", ctl_dir, (int)getpid());
+    if (strlen(path) >= sizeof sa.sun_path) {
+        ftr_msg("control: socket path %s is too long; not listening for ftrace-ctl", path);
+        return;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        ftr_msg("control: cannot create a socket: %s", strerror(errno));
+        return;
+    }
+    fd = high_fd(fd);
+    unlink(path); /* left by a process that had our pid and was killed */
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 16) < 0) {
+        ftr_msg("control: cannot listen on %s: %s", path, strerror(errno));
+        close(fd);
+        return;
+    }
+    memcpy(sock_path, path, strlen(path) + 1);
+    server_pid = getpid();
+    if (!fds_protected) {
+        ftr_fd_protect(&listen_fd);
+        ftr_fd_protect(&conn_fd);
+        fds_protected = 1;
+    }
+    ftr_fd_lock();
+    listen_fd = fd;
+    ftr_fd_unlock();
+    atomic_store(&stopping, 0);
+    atomic_store(&quit, 0);
+    atomic_store(&running, 1);
+
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t th;
+    int rc = pthread_create(&th, &attr, server_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc) {
+        ftr_msg("control: cannot start the server thread: %s", strerror(rc));
+        unlink(sock_path);
+        close_guarded(&listen_fd);
+        atomic_store(&running, 0);
+        return;
+    }
+    if (ftr_g.verbose)
+        ftr_msg("control: listening on %s", sock_path);
+}
+
+void ftr_control_poll(void)
+{
+    if (!atomic_load_explicit(&requested, memory_order_relaxed) || !ftr_g.ready)
+        return; /* a request before the constructor finished waits for it */
+    atomic_store(&requested, 0);
+    pthread_mutex_lock(&start_lock);
+    if (finished && finished_writer == ftr_writer_tid) {
+        pthread_mutex_unlock(&start_lock);
+        return;
+    }
+    finished = 0;
+    struct stat st;
+    if (!atomic_load(&running)) {
+        start_server();
+    } else if (getpid() == server_pid && lstat(sock_path, &st) < 0 && errno == ENOENT) {
+        /* Asked again while serving, and the socket file is gone (removed by hand, or by a
+         * /tmp cleaner): stop this server; ftrace-ctl asks again, and the next poll starts a
+         * new one. */
+        atomic_store(&quit, 1);
+        ftr_fd_lock();
+        if (listen_fd >= 0)
+            shutdown(listen_fd, SHUT_RDWR);
+        ftr_fd_unlock();
+    }
+    pthread_mutex_unlock(&start_lock);
+}
+
+void ftr_control_cleanup(void)
+{
+    pthread_mutex_lock(&start_lock);
+    finished = 1;
+    finished_writer = ftr_writer_tid;
+    if (atomic_load(&running) && getpid() == server_pid) {
+        /* let a request being carried out finish (bounded: never hang an exiting process) */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 2;
+        int locked = pthread_mutex_timedlock(&cmd_lock, &ts) == 0;
+        atomic_store(&stopping, 1);
+        if (locked)
+            pthread_mutex_unlock(&cmd_lock);
+        unlink(sock_path);
+        ftr_fd_lock();
+        if (listen_fd >= 0)
+            shutdown(listen_fd, SHUT_RDWR); /* wakes the server thread, which then ends */
+        ftr_fd_unlock();
+    }
+    pthread_mutex_unlock(&start_lock);
+}
+
+/* A fork child has no server thread: forget it, and close the copies of its descriptors (the
+ * socket file stays the parent's). close() would spare them: they are still guarded. */
+static void control_child_after_fork(void)
+{
+    atomic_store(&requested, 0);
+    pthread_mutex_init(&cmd_lock, NULL);
+    pthread_mutex_init(&start_lock, NULL);
+    finished = 0;
+    if (!atomic_load(&running))
+        return;
+    atomic_store(&running, 0);
+    atomic_store(&stopping, 0);
+    int fds[2] = {listen_fd, conn_fd};
+    listen_fd = conn_fd = -1;
+    for (int i = 0; i < 2; i++)
+        if (fds[i] >= 0)
+            syscall(SYS_close, fds[i]);
+}
+
+__attribute__((constructor)) static void control_init(void)
+{
+    ftr_ctl_dir((unsigned)geteuid(), ctl_dir, sizeof ctl_dir);
+    pthread_atfork(NULL, NULL, control_child_after_fork);
+}

@@ -1,0 +1,681 @@
+#!/usr/bin/env python3
+"""ftrace-ctl end to end: a program runs under ftrace-run while ftrace-ctl changes what it
+traces; the trace must show each change take effect, bad input must be refused with one line,
+and the program must neither crash nor hang nor change its output.
+
+  phases   status, off/on, filter, depth, threshold, each checked in the trace through marker
+           calls the program makes when the test asks (a file appears); the control socket
+           survives the program's close_range() and dup2() onto our descriptors; the socket
+           file is gone after exit
+  protocol raw requests on the socket: too long, empty, unknown, a silent client
+  errors   no such process, no libftrace.so, libftrace.so but not tracing, malformed filter
+           (the process is not contacted), bad usage, another user's process and socket
+  stress   8 threads calling traced and untraced functions while ftrace-ctl toggles tracing
+           and changes the filter, depth and threshold hundreds of times from two clients:
+           same output as untraced, no hang, every thread's calls properly nested
+
+usage: ctl_tests.py --bin DIR [--quick] [--commands N] [--keep] [--only NAME,...]
+  --quick        fewer stress commands and no slow-client wait (what ctest runs)
+  --commands N   stress commands (default 300; --quick: 100)
+"""
+import argparse
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from run_integration import LINE, parse_graph  # noqa: E402
+
+PROG = r"""
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NI __attribute__((noinline))
+static const char *dir;
+static volatile int sink;
+
+static void nap(long us)
+{
+    struct timespec d = {0, us * 1000};
+    nanosleep(&d, NULL);
+}
+static int exists(const char *name)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return access(p, F_OK) == 0;
+}
+static void touch(const char *name)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    if (f)
+        fclose(f);
+}
+
+NI int a(int x) { sink = x; return x + 1; }
+NI int c(int x) { sink = x; return x * 3; }
+NI int b(int x) { return c(x) + 1; }
+NI void slow(void) { nap(2000); }
+/* markers last 2 ms: longer than the threshold the test sets */
+NI void marker1(void) { nap(2000); }
+NI void marker2(void) { nap(2000); }
+NI void marker3(void) { nap(2000); }
+NI void marker4(void) { nap(2000); }
+NI void marker5(void) { nap(2000); }
+NI void marker6(void) { nap(2000); }
+/* what daemons do to descriptors they did not open (through libc, as programs do) */
+extern int close_range(unsigned, unsigned, int) __attribute__((weak));
+NI void marker7(void)
+{
+    if (close_range)
+        close_range(3u, ~0u, 0);
+    else
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
+    for (int fd = 500; fd < 700; fd++)
+        dup2(2, fd);
+    for (int fd = 500; fd < 700; fd++)
+        close(fd);
+}
+static void (*const markers[])(void) = {marker1, marker2, marker3, marker4,
+                                        marker5, marker6, marker7};
+#define NMARKERS (sizeof markers / sizeof markers[0])
+
+static int phases(void)
+{
+    unsigned next = 0;
+    touch("ready");
+    for (int i = 0; !exists("stop"); i++) {
+        sink = a(i) + b(i);
+        if (i % 20 == 0)
+            slow();
+        char name[32];
+        if (next < NMARKERS) {
+            snprintf(name, sizeof name, "mark%u", next + 1);
+            if (exists(name)) {
+                markers[next]();
+                snprintf(name, sizeof name, "ack%u", ++next);
+                touch(name);
+            }
+        }
+        nap(500);
+    }
+    printf("phases done\n");
+    return 0;
+}
+
+/* ---- stress: traced functions, untraced ones (u_*, built without -pg) calling back ---- */
+int u_mix(int x, int (*cb)(int));
+void u_spin(unsigned us);
+NI int t_leaf(int x) { return x ^ 0x5a; }
+NI int t_fib(int n) { return n < 2 ? n : t_fib(n - 1) + t_fib(n - 2); }
+NI int t_work(int i) { u_spin(300); return u_mix(i, t_leaf) + t_leaf(i); }
+NI int t_outer(int i) { return t_work(i) + t_fib(8); }
+
+static void *worker(void *arg)
+{
+    long id = (long)arg, errors = 0;
+    for (int i = 0; !exists("stop"); i++) {
+        if (t_outer(i) != ((i ^ 0x5a) ^ 0x55) + (i ^ 0x5a) + 21)
+            errors++;
+        if (t_fib(6) != 8)
+            errors++;
+        if (id % 4 == 3)
+            nap(200); /* some threads sleep in system calls, most keep running */
+        else
+            u_spin(300);
+    }
+    return (void *)errors;
+}
+
+static int stress(void)
+{
+    pthread_t th[8];
+    for (long k = 0; k < 8; k++)
+        pthread_create(&th[k], NULL, worker, (void *)k);
+    touch("ready");
+    for (long k = 0; k < 8; k++) {
+        void *errors;
+        pthread_join(th[k], &errors);
+        printf("thread %ld: %ld errors\n", k, (long)errors);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3)
+        return 2;
+    dir = argv[2];
+    return !strcmp(argv[1], "stress") ? stress() : phases();
+}
+"""
+
+UNTRACED = r"""
+#include <time.h>
+int u_mix(int x, int (*cb)(int)) { return cb(x) ^ 0x55; }
+void u_spin(unsigned us)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &b);
+    while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < (long)us * 1000);
+}
+"""
+
+# connects to a socket path and sends "status"; exit 13 when refused with EACCES
+CLIENT = r"""
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", argv[1]);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        printf("connect: %s\n", strerror(errno));
+        return errno == EACCES ? 13 : 1;
+    }
+    write(fd, "status\n", 7);
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0)
+        fwrite(buf, 1, (size_t)n, stdout);
+    return 0;
+}
+"""
+
+
+class Env:
+    def __init__(self, bindir, work):
+        self.run_bin = os.path.join(bindir, "ftrace-run")
+        self.ctl_bin = os.path.join(bindir, "ftrace-ctl")
+        self.report_bin = os.path.join(bindir, "ftrace-report")
+        self.lib = os.path.join(bindir, "libftrace.so")
+        self.work = work
+        self.env = dict(os.environ)
+        for k in ("XDG_RUNTIME_DIR", "FTRACE_SIGNAL", "FTRACE_FILTER", "LD_PRELOAD"):
+            self.env.pop(k, None)
+
+    def sock_dir(self, uid=None):
+        return "/tmp/ftrace-run-%d" % (os.geteuid() if uid is None else uid)
+
+    def ctl(self, *args, timeout=60, prefix=()):
+        return subprocess.run(list(prefix) + [self.ctl_bin] + [str(a) for a in args],
+                              capture_output=True, text=True, timeout=timeout, env=self.env)
+
+
+def build(work):
+    src = os.path.join(work, "ctlprog.c")
+    usrc = os.path.join(work, "untraced.c")
+    csrc = os.path.join(work, "client.c")
+    for path, text in ((src, PROG), (usrc, UNTRACED), (csrc, CLIENT)):
+        with open(path, "w") as f:
+            f.write(text)
+    exe = os.path.join(work, "ctlprog")
+    cmds = [["gcc", "-O2", "-g", "-c", "-o", os.path.join(work, "untraced.o"), usrc],
+            ["gcc", "-O2", "-g", "-pg", "-mfentry", "-pthread", "-o", exe, src,
+             os.path.join(work, "untraced.o")],
+            ["gcc", "-O2", "-o", os.path.join(work, "client"), csrc]]
+    for cmd in cmds:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode:
+            raise AssertionError("build failed: %s\n%s" % (" ".join(cmd), r.stderr))
+    return exe
+
+
+def wait_file(path, proc, secs=20):
+    end = time.time() + secs
+    while time.time() < end:
+        if os.path.exists(path):
+            return
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError("program exited (%s) waiting for %s" % (proc.returncode, path))
+        time.sleep(0.01)
+    raise AssertionError("timed out waiting for %s" % path)
+
+
+def start(e, exe, mode, trace, tag):
+    d = os.path.join(e.work, tag)
+    os.makedirs(d)
+    p = subprocess.Popen([e.run_bin, "-q", "-o", trace, exe, mode, d], cwd=e.work, env=e.env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         errors="replace")
+    wait_file(os.path.join(d, "ready"), p)
+    return p, d
+
+
+def finish(p, d, secs=60):
+    open(os.path.join(d, "stop"), "w").close()
+    try:
+        out, err = p.communicate(timeout=secs)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise AssertionError("the program hung (killed after %d s)" % secs)
+    return out, err
+
+
+def expect(r, code, pattern=None, what=""):
+    msg = "%s: exit %d (want %d), stdout %r, stderr %r" % (what, r.returncode, code, r.stdout,
+                                                            r.stderr)
+    assert r.returncode == code, msg
+    if code:
+        lines = r.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("ftrace-ctl: "), "one line: " + msg
+    if pattern:
+        assert re.search(pattern, r.stdout + r.stderr), "want /%s/: %s" % (pattern, msg)
+
+
+def report(e, trace):
+    r = subprocess.run([e.report_bin, trace], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, "ftrace-report failed: %s" % r.stderr
+    return r.stdout
+
+
+def thread_lines(text, tid):
+    """(depth, body) of one thread's graph lines, in order"""
+    out = []
+    for line in text.splitlines():
+        m = LINE.match(line)
+        if m and int(m.group(1)) == tid:
+            out.append((len(m.group(3)) // 2, m.group(4)))
+    return out
+
+
+def name_of(body):
+    for suffix in ("();", "() {"):
+        if body.endswith(suffix):
+            return body[:-len(suffix)]
+    return None
+
+
+def after(lines, marker):
+    for i, (_d, body) in enumerate(lines):
+        if name_of(body) == marker:
+            return lines[i + 1:]
+    raise AssertionError("%s() is not in the trace" % marker)
+
+
+def until(lines, pred):
+    """the lines before the first one pred accepts"""
+    for i, l in enumerate(lines):
+        if pred(l):
+            return lines[:i]
+    return lines
+
+
+def test_phases(e, exe, a):
+    trace = os.path.join(e.work, "phases.ftr")
+    p, d = start(e, exe, "phases", trace, "phases")
+    pid = p.pid
+    sock = os.path.join(e.sock_dir(), "%d.sock" % pid)
+    try:
+        # refused locally: the process is not contacted, so no server starts
+        expect(e.ctl(pid, "filter", "@a("), 2, "bad filter term", "malformed filter")
+        expect(e.ctl(pid, "filter", "a,,b"), 2, "empty", "empty filter term")
+        expect(e.ctl(pid, "frobnicate"), 2, "unknown command 'frobnicate'", "unknown command")
+        expect(e.ctl(pid, "depth", "deep"), 2, "bad depth", "bad depth")
+        expect(e.ctl(pid, "threshold", "10xs"), 2, "bad threshold", "bad threshold")
+        time.sleep(0.2)
+        assert not os.path.exists(sock), "a server started for a refused command"
+
+        r = e.ctl(pid, "status")
+        expect(r, 0, r"(?m)^tracing: on$", "status")
+        assert len(r.stdout.splitlines()) >= 3, "status output: %r" % r.stdout
+        st = os.stat(e.sock_dir())
+        assert st.st_uid == os.geteuid() and st.st_mode & 0o777 == 0o700, \
+            "socket directory mode %o" % st.st_mode
+        assert os.path.exists(sock), "no socket at %s" % sock
+
+        def mark(n):
+            open(os.path.join(d, "mark%d" % n), "w").close()
+            wait_file(os.path.join(d, "ack%d" % n), p)
+
+        mark(1)
+        expect(e.ctl(pid, "off"), 0, None, "off")
+        expect(e.ctl(pid, "status"), 0, r"(?m)^tracing: off$", "status after off")
+        mark(2)  # not recorded
+        expect(e.ctl(pid, "on"), 0, None, "on")
+        mark(3)
+        expect(e.ctl(pid, "filter", "a,marker*,slow"), 0, None, "filter")
+        expect(e.ctl(pid, "status"), 0, r"a,marker\*,slow", "status shows the filter")
+        mark(4)
+        time.sleep(0.3)
+        expect(e.ctl(pid, "filter", ""), 0, None, "filter ''")
+        expect(e.ctl(pid, "depth", "2"), 0, None, "depth 2")
+        mark(5)
+        time.sleep(0.3)
+        expect(e.ctl(pid, "depth", "0"), 0, None, "depth 0")
+        expect(e.ctl(pid, "threshold", "1ms"), 0, None, "threshold 1ms")
+        mark(6)
+        time.sleep(0.4)
+        expect(e.ctl(pid, "threshold", "0"), 0, None, "threshold 0")
+        mark(7)  # close_range + dup2 over our descriptors
+        expect(e.ctl(pid, "status"), 0, r"(?m)^tracing: on$", "status after close_range")
+        # the socket file removed under a running server: asked again, it starts anew
+        os.unlink(sock)
+        expect(e.ctl(pid, "status"), 0, r"(?m)^tracing: on$", "status after the socket went")
+        assert os.path.exists(sock), "no new socket"
+        # a stopped process is not left a request
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            expect(e.ctl("--timeout", "300", pid, "off"), 1, "is stopped", "stopped process")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        expect(e.ctl(pid, "status"), 0, r"(?m)^tracing: on$", "status after SIGCONT")
+    finally:
+        out, err = finish(p, d)
+    assert p.returncode == 0 and out == "phases done\n", "program: %d %r %r" % (
+        p.returncode, out, err)
+    assert err == "", "program's stderr: %r" % err
+    assert not os.path.exists(sock), "socket %s left after exit" % sock
+
+    text = report(e, trace)
+    _folded, open_calls = parse_graph(text)  # checks the nesting
+    assert not open_calls, "calls left open: %s" % open_calls
+    lines = thread_lines(text, pid)
+    names = [name_of(b) for _d, b in lines]
+    for m in ("marker1", "marker3", "marker4", "marker5", "marker6", "marker7"):
+        assert m in names, "%s() missing from the trace" % m
+    assert "marker2" not in names, "marker2() was recorded while tracing was off"
+    # filter a,marker*,slow: a() keeps coming, b() and c() are gone until the next change
+    seg = until(after(lines, "marker4"), lambda l: name_of(l[1]) in ("b", "c"))
+    assert sum(name_of(b) == "a" for _d, b in seg) >= 20, \
+        "after filter 'a,...': %d a() before b()" % sum(name_of(b) == "a" for _d, b in seg)
+    # depth 2: main > b, and c (depth 3) is not recorded
+    seg = until(after(lines, "marker5"), lambda l: l[1] == "b() {" or name_of(l[1]) == "c")
+    n_b = sum(b == "b();" for _d, b in seg)
+    assert n_b >= 20, "after depth 2: %d b() without c() before the next change" % n_b
+    # threshold 1ms: a() (fast) is dropped, slow() (2 ms) is kept
+    seg = until(after(lines, "marker6"), lambda l: name_of(l[1]) in ("a", "b", "c"))
+    n_slow = sum(name_of(b) == "slow" for _d, b in seg)
+    assert n_slow >= 3, "after threshold 1ms: %d slow() before a fast call" % n_slow
+
+
+def raw(path, data, wait=5.0):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(wait)
+    s.connect(path)
+    if data:
+        s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+    got = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    s.close()
+    return got.decode(errors="replace")
+
+
+def test_protocol(e, exe, a):
+    trace = os.path.join(e.work, "protocol.ftr")
+    p, d = start(e, exe, "phases", trace, "protocol")
+    sock = os.path.join(e.sock_dir(), "%d.sock" % p.pid)
+    try:
+        expect(e.ctl(p.pid, "status"), 0, None, "status")
+        cases = [
+            (b"x" * 5000 + b"\n", "error: request longer than 4096 bytes\n"),
+            (b"\n", "error: empty request\n"),
+            (b"", "error: no request line received\n"),
+            (b"hello world\n", "error: unknown command 'hello'\n"),
+            (b"depth -3\n", None),
+            (b"threshold 5 parsecs\n", None),
+            (b"status please\n", None),
+            (b"on\x00off\n", "error: malformed request (NUL byte)\n"),
+            (b"  status  \r\n", None),
+        ]
+        for data, want in cases:
+            got = raw(sock, data)
+            last = got.rstrip("\n").split("\n")[-1]
+            if want:
+                assert got == want, "%r -> %r, want %r" % (data[:40], got, want)
+            elif data.strip().startswith(b"status") and b"please" not in data:
+                assert last == "ok", "%r -> %r" % (data, got)
+            else:
+                assert last.startswith("error: ") and got.count("\n") == 1, "%r -> %r" % (
+                    data, got)
+        if not a.quick:
+            # a client that says nothing holds the server at most a few seconds
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(sock)
+            t0 = time.time()
+            expect(e.ctl(p.pid, "status"), 0, None, "status behind a silent client")
+            assert time.time() - t0 < 12, "the server waited %.1f s" % (time.time() - t0)
+            s.close()
+        expect(e.ctl(p.pid, "status"), 0, None, "status after the bad requests")
+    finally:
+        out, err = finish(p, d)
+    assert p.returncode == 0 and out == "phases done\n", "program: %r %r" % (out, err)
+
+
+def nobody_ids():
+    try:
+        pw = pwd.getpwnam("nobody")
+        return pw.pw_uid, pw.pw_gid
+    except KeyError:
+        return 65534, 65534
+
+
+def test_errors(e, exe, a):
+    expect(e.ctl(999999999, "status"), 1, "no process 999999999", "unknown pid")
+    expect(e.ctl(), 2, "no process given", "no args")
+    expect(e.ctl(1), 2, "no command given", "no command")
+    expect(e.ctl("12x", "status"), 2, "bad process id", "bad pid")
+    expect(e.ctl("--frob", 1, "status"), 2, "unknown option", "bad option")
+    expect(e.ctl(1, "status", "now"), 2, "takes no argument", "extra argument")
+    expect(e.ctl(1, "filter"), 2, "takes one argument", "filter without expression")
+    expect(e.ctl("--signal", "1", 1, "status"), 2, "bad signal", "bad signal")
+    r = e.ctl("--help")
+    assert r.returncode == 0 and "usage:" in r.stdout, "--help: %r" % r.stdout
+
+    # no libftrace.so
+    plain = subprocess.Popen(["sleep", "30"], env=e.env)
+    try:
+        expect(e.ctl(plain.pid, "status"), 1, "does not have libftrace.so loaded",
+               "plain process")
+    finally:
+        plain.kill()
+        plain.wait()
+    # libftrace.so, but not tracing (nothing instrumented): the signal must not be sent
+    env = dict(e.env, LD_PRELOAD=e.lib, FTRACE_OUTPUT=os.path.join(e.work, "sleep.ftr"))
+    idle = subprocess.Popen(["sleep", "30"], env=env, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        expect(e.ctl(idle.pid, "status"), 1, "does not handle signal", "untraced process")
+        time.sleep(0.1)
+        assert idle.poll() is None, "the untraced process died (%s)" % idle.returncode
+    finally:
+        idle.kill()
+        idle.wait()
+
+    # another user: the traced program is ours (root's); ftrace-ctl and a client run as nobody
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        print("     (skipped the other-user checks: needs root and setpriv)")
+        return
+    uid, gid = nobody_ids()
+    as_nobody = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid, "--clear-groups"]
+    probe = subprocess.run(as_nobody + ["test", "-x", e.ctl_bin], capture_output=True)
+    if probe.returncode:
+        print("     (skipped the other-user checks: uid %d cannot run %s)" % (uid, e.ctl_bin))
+        return
+    trace = os.path.join(e.work, "other.ftr")
+    p, d = start(e, exe, "phases", trace, "other")
+    sock = os.path.join(e.sock_dir(), "%d.sock" % p.pid)
+    try:
+        expect(e.ctl(p.pid, "off", prefix=as_nobody), 1, "belongs to another user",
+               "nobody's ftrace-ctl")
+        expect(e.ctl(p.pid, "status"), 0, r"(?m)^tracing: on$", "owner's status")
+        client = os.path.join(e.work, "client")
+        r = subprocess.run(as_nobody + [client, sock], capture_output=True, text=True)
+        assert r.returncode == 13, "nobody connecting to %s: %d %r" % (sock, r.returncode,
+                                                                      r.stdout)
+        # past the directory (CAP_DAC_OVERRIDE), the credentials check still refuses
+        caps = ["--inh-caps=+dac_override", "--ambient-caps=+dac_override"]
+        r = subprocess.run(as_nobody + caps + [client, sock], capture_output=True, text=True)
+        if r.returncode == 0:
+            assert r.stdout == "error: permission denied: uid %d is not the owner\n" % uid, \
+                "nobody with CAP_DAC_OVERRIDE: %r" % r.stdout
+        else:
+            print("     (skipped the credentials check: setpriv cannot grant capabilities)")
+        expect(e.ctl(p.pid, "status"), 0, r"(?m)^tracing: on$", "still on")
+    finally:
+        out, err = finish(p, d)
+    assert p.returncode == 0, "program: %r %r" % (out, err)
+
+    # a socket directory open to others is refused (one line on the program's stderr)
+    xdg = os.path.join(e.work, "xdg")
+    os.makedirs(os.path.join(xdg, "ftrace-run"))
+    os.chmod(os.path.join(xdg, "ftrace-run"), 0o755)
+    env = dict(e.env, XDG_RUNTIME_DIR=xdg)
+    d = os.path.join(e.work, "opendir")
+    os.makedirs(d)
+    p = subprocess.Popen([e.run_bin, "-q", "-o", os.path.join(e.work, "open.ftr"), exe,
+                          "phases", d], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    wait_file(os.path.join(d, "ready"), p)
+    try:
+        r = subprocess.run([e.ctl_bin, "--timeout", "1000", str(p.pid), "status"],
+                           capture_output=True, text=True, timeout=30, env=env)
+        expect(r, 1, "did not answer", "open socket directory")
+    finally:
+        out, err = finish(p, d)
+    assert "open to other users" in err and len(err.splitlines()) >= 1, "stderr: %r" % err
+    assert not os.listdir(os.path.join(xdg, "ftrace-run")), "a socket was created"
+
+
+STRESS_COMMANDS = [
+    ["off"], ["on"], ["filter", "t_leaf,t_work"], ["filter", "-t_fib"], ["off"],
+    ["filter", "t_*"], ["on"], ["depth", "3"], ["filter", "t_fib"], ["threshold", "5us"],
+    ["status"], ["filter", ""], ["depth", "0"], ["threshold", "0"], ["filter", "@^t_(o|w)"],
+    ["on"], ["off"], ["filter", "worker,t_outer"], ["on"], ["filter", ""],
+]
+
+
+def test_stress(e, exe, a):
+    ncmd = a.commands or (100 if a.quick else 300)
+    d0 = os.path.join(e.work, "stress-base")
+    os.makedirs(d0)
+    base = subprocess.Popen([exe, "stress", d0], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    wait_file(os.path.join(d0, "ready"), base)
+    time.sleep(0.3)
+    bout, berr = finish(base, d0)
+    assert base.returncode == 0, "untraced run failed: %r" % berr
+
+    trace = os.path.join(e.work, "stress.ftr")
+    p, d = start(e, exe, "stress", trace, "stress")
+    failures, done, lock = [], [0], threading.Lock()
+    t0 = time.time()
+
+    def client(k):
+        i = k
+        while True:
+            with lock:
+                if done[0] >= ncmd or failures:
+                    return
+                done[0] += 1
+            cmd = STRESS_COMMANDS[i % len(STRESS_COMMANDS)]
+            i += 7
+            try:
+                r = e.ctl(p.pid, *cmd, timeout=60)
+            except subprocess.TimeoutExpired:
+                with lock:
+                    failures.append("%s: ftrace-ctl hung" % cmd)
+                return
+            if r.returncode:
+                with lock:
+                    failures.append("%s: exit %d: %s" % (cmd, r.returncode, r.stderr.strip()))
+
+    try:
+        clients = [threading.Thread(target=client, args=(k,)) for k in range(2)]
+        for c in clients:
+            c.start()
+        for c in clients:
+            c.join()
+        # end with tracing on and everything selected, so that the end is recorded
+        for cmd in (["on"], ["filter", ""], ["depth", "0"], ["threshold", "0"]):
+            r = e.ctl(p.pid, *cmd)
+            if r.returncode:
+                failures.append("%s: exit %d: %s" % (cmd, r.returncode, r.stderr.strip()))
+    finally:
+        out, err = finish(p, d)
+    elapsed = time.time() - t0
+    assert p.returncode == 0, "traced run: exit %d, stderr %r; ftrace-ctl: %s" % (
+        p.returncode, err, failures[:3])
+    assert not failures, "ftrace-ctl failed: %s" % failures[:5]
+    assert out == bout, "output differs from the untraced run:\n%s\nvs\n%s" % (out, bout)
+    assert err == "", "traced run's stderr: %r" % err
+    text = report(e, trace)
+    folded, open_calls = parse_graph(text)  # raises on any badly nested call
+    assert not open_calls, "calls left open: %s" % {t: s for t, s in open_calls.items()}
+    assert len(folded) >= 2, "threads with calls: %d" % len(folded)
+    print("     (%d commands in %.1f s; %d threads recorded)" % (done[0], elapsed, len(folded)))
+
+
+TESTS = [("errors", test_errors), ("protocol", test_protocol), ("phases", test_phases),
+         ("stress", test_stress)]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, help="directory with ftrace-run, ftrace-ctl, ...")
+    ap.add_argument("--quick", action="store_true", help="shorter stress test (ctest)")
+    ap.add_argument("--commands", type=int, default=0, help="stress commands")
+    ap.add_argument("--only", default="", help="comma-separated test names")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    a = ap.parse_args()
+    if not shutil.which("gcc"):
+        print("SKIP: gcc not installed")
+        return 0
+    a.bin = os.path.abspath(a.bin)
+    work = tempfile.mkdtemp(prefix="ftr-ctl-")
+    os.chmod(work, 0o755)  # the other-user checks run a client from here
+    e = Env(a.bin, work)
+    exe = build(work)
+    only = set(filter(None, a.only.split(",")))
+    passed = failed = 0
+    for name, fn in TESTS:
+        if only and name not in only:
+            continue
+        t0 = time.time()
+        try:
+            fn(e, exe, a)
+            print("ok   ctl/%s (%.1f s)" % (name, time.time() - t0))
+            passed += 1
+        except (AssertionError, subprocess.TimeoutExpired, OSError) as ex:
+            print("FAIL ctl/%s: %s" % (name, ex))
+            failed += 1
+    if a.keep:
+        print("work directory kept: %s" % work)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
