@@ -23,7 +23,19 @@ static inline struct ftr_rec *reserve(struct ftr_tls *t)
     return r;
 }
 
-static void record(struct ftr_tls *t, uint32_t head, uint64_t tsc)
+static void record_arg(struct ftr_tls *t, uint32_t head, uint64_t tsc, uint32_t arg);
+
+static inline void record(struct ftr_tls *t, uint32_t head, uint64_t tsc)
+{
+    record_arg(t, head, tsc, 0);
+}
+
+void ftr_record_special(unsigned subtype, uint32_t arg)
+{
+    record_arg(&ftr_tls, ftr_rec_head(subtype, FTR_EV_SPECIAL), ftr_rdtsc(), arg);
+}
+
+static void record_arg(struct ftr_tls *t, uint32_t head, uint64_t tsc, uint32_t arg)
 {
     struct ftr_rec *r = reserve(t);
     if (unlikely(r >= t->end)) {
@@ -40,7 +52,7 @@ static void record(struct ftr_tls *t, uint32_t head, uint64_t tsc)
         }
     }
     r->tsc = tsc;
-    r->arg = 0;
+    r->arg = arg;
     __atomic_store_n(&r->head, head, __ATOMIC_RELEASE); /* the writer may read it now */
 }
 

@@ -175,6 +175,18 @@ void ftr_thread_init_slow(void *unused)
     t->in_slow = 0;
 }
 
+/* Events this thread dropped since it last said so become one LOST event in its stream, where
+ * the report shows them (kernel style: a gap is marked, not hidden). */
+static void report_lost(struct ftr_tls *t)
+{
+    uint64_t n = t->lost - t->lost_reported;
+    if (!n || !t->pos || t->pos >= t->end)
+        return;
+    uint32_t arg = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+    t->lost_reported += arg;
+    ftr_record_special(FTR_SP_LOST, arg);
+}
+
 /* The current chunk is full. The spare takes its place first, without a lock, so that a
  * signal handler landing anywhere below still records (only the three stores of the switch
  * are a window: end = NULL makes every reservation fail until pos and end agree again). Then,
@@ -207,6 +219,7 @@ void ftr_chunk_full_slow(void *unused)
     }
     pthread_mutex_unlock(&reg_lock);
     ftr_wake_writer();
+    report_lost(t);
     t->in_slow = 0;
 }
 

@@ -66,6 +66,7 @@ struct ftr_tls {
     uint32_t notrace_open;          /* --notrace functions open */
     uint64_t overruns;              /* calls not hooked because the shadow stack was full */
     uint64_t lost;                  /* events dropped (nested in the slow path, no chunk) */
+    uint64_t lost_reported;         /* of those, already told in a LOST event */
 };
 extern __thread struct ftr_tls ftr_tls __attribute__((tls_model("initial-exec"))) FTR_HIDDEN;
 
@@ -120,6 +121,7 @@ void ftr_close_all_frames(void) FTR_HIDDEN;
 /* In a fork child: the frames inherited from the parent are entered again, now, in the
  * child's own stream, so that its tree nests and closes. */
 void ftr_reopen_frames(void) FTR_HIDDEN;
+void ftr_record_special(unsigned subtype, uint32_t arg) FTR_HIDDEN; /* FTR_SP_* event, now */
 static inline uint64_t ftr_rdtsc(void)
 {
     uint32_t lo, hi;
