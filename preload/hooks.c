@@ -51,8 +51,9 @@ static void record_arg(struct ftr_tls *t, uint32_t head, uint64_t tsc, uint32_t 
             return;
         }
     }
-    r->tsc = tsc;
-    r->arg = arg;
+    /* plain moves on x86; atomics so that the writer's concurrent reads are defined */
+    __atomic_store_n(&r->tsc, tsc, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->arg, arg, __ATOMIC_RELAXED);
     __atomic_store_n(&r->head, head, __ATOMIC_RELEASE); /* the writer may read it now */
 }
 
@@ -108,10 +109,9 @@ static inline int rewind_short(struct ftr_tls *t, const struct ftr_shadow *e, ui
     if (!c || t->pos > t->end || last < c->rec || last >= c->rec + c->nrec ||
         last->head != head || last->tsc != e->tsc)
         return 0;
-    __atomic_store_n(&last->head, 0, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&c->flushed, __ATOMIC_RELAXED) > (size_t)(last - c->rec)) {
-        __atomic_store_n(&last->head, head, __ATOMIC_RELAXED); /* the writer has it */
+    __atomic_exchange_n(&last->head, 0, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&c->flushed, __ATOMIC_SEQ_CST) > (size_t)(last - c->rec)) {
+        __atomic_store_n(&last->head, head, __ATOMIC_SEQ_CST); /* the writer has it */
         return 0;
     }
     /* Dropping the head dropped the entry; giving the slot back must not undo records a signal

@@ -148,22 +148,31 @@ static void take_partial(struct ftr_thread *thr, void *arg)
     uint64_t hold = __atomic_load_n(&ftr_g.holdback_ticks, __ATOMIC_ACQUIRE);
     uint64_t young = hold && !w_stop ? ftr_rdtsc() - 2 * hold : UINT64_MAX;
     size_t from = c->flushed, i = from, n = 0;
-    while (c->rec + i < limit && __atomic_load_n(&c->rec[i].head, __ATOMIC_ACQUIRE) != 0) {
-        if (n == scratch_n || c->rec[i].tsc >= young)
+    while (c->rec + i < limit && n < scratch_n) {
+        struct ftr_rec *r = &c->rec[i];
+        uint32_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+        if (head == 0)
             break;
-        scratch[n++] = c->rec[i++];
+        uint64_t tsc = __atomic_load_n(&r->tsc, __ATOMIC_RELAXED);
+        if (tsc >= young)
+            break;
+        scratch[n++] = (struct ftr_rec){tsc, head, __atomic_load_n(&r->arg, __ATOMIC_RELAXED)};
+        i++;
     }
     /* Claim, then check that no entry among them was taken back meanwhile (hooks.c,
-     * rewind_short: the other half of the protocol). */
-    __atomic_store_n(&c->flushed, i, __ATOMIC_RELAXED);
+     * rewind_short: the other half of the protocol). A slot taken back and written again
+     * shows as a different head or time. */
+    __atomic_store_n(&c->flushed, i, __ATOMIC_SEQ_CST);
     if (hold) {
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        for (size_t k = from; k < i; k++)
-            if (__atomic_load_n(&c->rec[k].head, __ATOMIC_RELAXED) == 0) {
+        for (size_t k = from; k < i; k++) {
+            const struct ftr_rec *r = &c->rec[k];
+            if (__atomic_load_n(&r->head, __ATOMIC_SEQ_CST) != scratch[k - from].head ||
+                __atomic_load_n(&r->tsc, __ATOMIC_RELAXED) != scratch[k - from].tsc) {
                 n = k - from;
-                __atomic_store_n(&c->flushed, k, __ATOMIC_RELAXED);
+                __atomic_store_n(&c->flushed, k, __ATOMIC_SEQ_CST);
                 break;
             }
+        }
     }
     /* encoded right away: under reg_lock, but a partial flush is once per period */
     encode(c->tid, scratch, n);
