@@ -259,7 +259,20 @@ void frp_chrome_event(struct frp_chrome *c, const struct frp_item *it)
     }
 }
 
-int frp_render_chrome(struct frp_report *r, FILE *out, struct frp_stats *st)
+static void sink_event(void *ctx, const struct frp_item *it)
+{
+    frp_chrome_event(ctx, it);
+}
+
+static int sink_failed(void *ctx)
+{
+    struct frp_chrome *c = ctx;
+    if (c->out.err) errno = c->out.err_no;
+    return c->out.err;
+}
+
+int frp_render_chrome_opts(struct frp_report *r, const struct frp_opts *o, FILE *out,
+                           struct frp_stats *st)
 {
     struct frp_chrome *c = frp_chrome_new(out, r->base_tsc);
     if (!c) return FTR_E_NOMEM;
@@ -267,18 +280,10 @@ int frp_render_chrome(struct frp_report *r, FILE *out, struct frp_stats *st)
         if (r->order[i]->selected) frp_chrome_process(c, r->order[i]);
     for (uint32_t i = 0; i < r->nthreads; i++)
         if (r->threads[i]->selected) frp_chrome_thread(c, r->threads[i]);
-    struct frp_merge *m;
-    int rc = frp_merge_open(r, NULL, &m);
-    if (rc == FTR_OK) {
-        struct frp_item it;
-        int n;
-        while ((n = frp_merge_next(m, &it)) == 1)
-            frp_chrome_event(c, &it);
-        frp_merge_close(m);
-        if (n < 0) rc = -n;
-    }
+    struct frp_sink s = {c, NULL, sink_event, sink_failed};
+    int rc = frp_drive(r, o, &s);
     int e = errno;
-    if (frp_chrome_finish(c) && rc == FTR_OK) {
+    if (frp_chrome_finish(c)) {
         e = errno;
         rc = FTR_E_IO;
         c->stats.write_errno = e;
@@ -287,4 +292,9 @@ int frp_render_chrome(struct frp_report *r, FILE *out, struct frp_stats *st)
     frp_chrome_free(c);
     errno = e;
     return rc;
+}
+
+int frp_render_chrome(struct frp_report *r, FILE *out, struct frp_stats *st)
+{
+    return frp_render_chrome_opts(r, NULL, out, st);
 }

@@ -9,8 +9,8 @@
  * Each thread keeps its own call stack; lines of different threads interleave in time order.
  * An entry immediately followed by its own exit in its thread is printed as one leaf line.
  *
- * Also here: the one-line note on damage, and the helpers both views use (buffered output,
- * number and duration formatting, call stacks, printable names).
+ * Options: a wall-clock time column (--abstime), leaves as "f() {" + "}" (--no-leaf-compact),
+ * colours on the duration column by marker, the source line of each function (--srcline).
  */
 #include "report.h"
 
@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define OUT_BUF (1u << 20)
 #define NO_DURATION "               |" /* 15 spaces where " M %7.3f us  " would be */
@@ -35,7 +36,15 @@ struct frp_graph {
     uint32_t nts;
     struct frp_stats stats;
     int sections;
+    struct frp_report *r; /* for source lines */
+    int abstime, no_leaf, color, srcline;
+    /* abstime: the last second formatted, per process */
+    const struct frp_process *tproc;
+    int64_t tsec;
+    char tbuf[16]; /* "HH:MM:SS." */
 };
+
+#define TIME_COL 20 /* "HH:MM:SS.nnnnnnnnn |" */
 
 struct frp_graph *frp_graph_new(FILE *out)
 {
@@ -72,6 +81,16 @@ int frp_graph_finish(struct frp_graph *g)
     return 0;
 }
 
+void frp_graph_configure(struct frp_graph *g, struct frp_report *r, const struct frp_opts *o)
+{
+    g->r = r;
+    if (!o) return;
+    g->abstime = o->abstime;
+    g->no_leaf = o->no_leaf_compact;
+    g->color = o->color;
+    g->srcline = o->srcline && r;
+}
+
 const struct frp_stats *frp_graph_stats(const struct frp_graph *g)
 {
     return &g->stats;
@@ -94,6 +113,11 @@ void frp_graph_header(struct frp_graph *g, const struct frp_process *p)
         n = snprintf(line, sizeof line, "  ? calls (no end record)");
     frp_out_write(o, line, (size_t)n);
     if (p->clock_guessed) frp_out_lit(o, "  (clock rate unknown: durations are in ticks)");
+    if (g->abstime) {
+        frp_out_lit(o, "\n#        TIME       |   TID      DURATION          FUNCTION CALLS\n"
+                       "#         |         |   |        |   |             |   |   |   |\n");
+        return;
+    }
     frp_out_lit(o, "\n#  TID      DURATION          FUNCTION CALLS\n"
                    "#  |        |   |             |   |   |   |\n");
 }
@@ -125,11 +149,90 @@ static struct gthread *gstate(struct frp_graph *g, const struct frp_thread *t)
 
 static const char spaces[256] = {[0 ... 255] = ' '};
 
+/* The wall-clock time of tsc in process p: "HH:MM:SS.nnnnnnnnn |" (local time); seconds since
+ * the first event when the process's start time is unknown. */
+static void time_col(struct frp_graph *g, const struct frp_process *p, uint64_t tsc)
+{
+    char *b = frp_out_room(&g->out, TIME_COL + 8);
+    uint64_t start = frp_proc_start(p);
+    int64_t d = tsc >= start ? (int64_t)frp_ticks_to_ns(tsc - start, p->ns_per_tick)
+                             : -(int64_t)frp_ticks_to_ns(start - tsc, p->ns_per_tick);
+    int64_t ns = (p->has_info && p->start_realtime_ns ? (int64_t)p->start_realtime_ns : 0) + d;
+    int64_t sec = ns >= 0 ? ns / 1000000000 : (ns - 999999999) / 1000000000;
+    int64_t frac = ns - sec * 1000000000;
+    if (g->tproc != p || g->tsec != sec) {
+        g->tproc = p;
+        g->tsec = sec;
+        if (p->has_info && p->start_realtime_ns) {
+            time_t t = (time_t)sec;
+            struct tm tm;
+            if (localtime_r(&t, &tm))
+                snprintf(g->tbuf, sizeof g->tbuf, "%02d:%02d:%02d.", tm.tm_hour, tm.tm_min,
+                         tm.tm_sec);
+            else
+                snprintf(g->tbuf, sizeof g->tbuf, "??:??:??.");
+        } else {
+            snprintf(g->tbuf, sizeof g->tbuf, "%8lld.", (long long)(sec % 100000000));
+        }
+    }
+    memcpy(b, g->tbuf, 9);
+    for (int i = 17; i >= 9; i--) {
+        b[i] = (char)('0' + frac % 10);
+        frac /= 10;
+    }
+    memcpy(b + 18, " |", 2);
+    g->out.len += TIME_COL;
+}
+
+static const char *const colors[] = {
+    ['+'] = "\033[32m",   ['!'] = "\033[33m",   ['#'] = "\033[31m",
+    ['*'] = "\033[1;31m", ['@'] = "\033[1;35m", ['$'] = "\033[1;37;41m"};
+
+/* The duration column, coloured by its marker. */
+static void color_duration(struct frp_out *o, uint64_t ns)
+{
+    char tmp[FRP_DURATION_MAX];
+    size_t n = frp_fmt_duration(tmp, ns);
+    unsigned char m = (unsigned char)tmp[1];
+    const char *c = m < sizeof colors / sizeof *colors ? colors[m] : NULL;
+    if (!c) {
+        frp_out_write(o, tmp, n);
+        return;
+    }
+    frp_out_write(o, tmp, 1);
+    frp_out_str(o, c);
+    frp_out_write(o, tmp + 1, n - 4); /* up to "us" */
+    frp_out_lit(o, "\033[0m");
+    frp_out_write(o, tmp + n - 3, 3);
+}
+
 /* Starts a line: "  TID)", the duration column (blanks when !has_ns) and the indentation
  * of depth, in one go while the indentation is not huge. */
-static inline void line_start(struct frp_out *o, const struct gthread *gt, int has_ns, uint64_t ns,
-                              uint32_t depth)
+static void line_start_slow(struct frp_graph *g, const struct gthread *gt, int has_ns, uint64_t ns,
+                            uint32_t depth, const struct frp_item *it)
 {
+    struct frp_out *o = &g->out;
+    if (g->abstime) time_col(g, it->thread->proc, it->ev.tsc);
+    frp_out_write(o, gt->prefix, gt->plen);
+    if (!has_ns)
+        frp_out_lit(o, NO_DURATION);
+    else if (g->color)
+        color_duration(o, ns);
+    else {
+        char *p = frp_out_room(o, FRP_DURATION_MAX);
+        o->len += frp_fmt_duration(p, ns);
+    }
+    frp_out_spaces(o, 2 + 2 * (size_t)depth);
+}
+
+static inline void line_start(struct frp_graph *g, const struct gthread *gt, int has_ns,
+                              uint64_t ns, uint32_t depth, const struct frp_item *it)
+{
+    struct frp_out *o = &g->out;
+    if (__builtin_expect(g->abstime | g->color, 0)) {
+        line_start_slow(g, gt, has_ns, ns, depth, it);
+        return;
+    }
     size_t ind = 2 + 2 * (size_t)depth;
     char *p = frp_out_room(o, sizeof gt->prefix + FRP_DURATION_MAX + sizeof spaces);
     memcpy(p, gt->prefix, sizeof gt->prefix);
@@ -149,9 +252,10 @@ static inline void line_start(struct frp_out *o, const struct gthread *gt, int h
     }
 }
 
-static void special(struct frp_graph *g, struct gthread *gt, const struct ftr_event *ev)
+static void special(struct frp_graph *g, struct gthread *gt, const struct frp_item *it)
 {
     struct frp_out *o = &g->out;
+    const struct ftr_event *ev = &it->ev;
     char tmp[96];
     int n;
     switch (ev->site) {
@@ -175,8 +279,18 @@ static void special(struct frp_graph *g, struct gthread *gt, const struct ftr_ev
                      (unsigned long long)ev->arg);
         break;
     }
-    line_start(o, gt, 0, 0, gt->st.depth);
+    line_start(g, gt, 0, 0, gt->st.depth, it);
     frp_out_write(o, tmp, (size_t)n);
+}
+
+/* The source line of an entry, as a C comment at the end of its line (--srcline). */
+static void srcline(struct frp_graph *g, const struct frp_item *it)
+{
+    const char *src = frp_srcline(g->r, it->thread->proc, it->ev.site);
+    if (!src) return;
+    frp_out_lit(&g->out, " /* ");
+    frp_out_str(&g->out, src);
+    frp_out_lit(&g->out, " */");
 }
 
 void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
@@ -191,17 +305,21 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
     switch (ev->kind) {
     case FTR_EV_ENTRY: {
         const struct ftr_event *nx = it->next;
-        if (nx && nx->kind == FTR_EV_EXIT && nx->site == ev->site) {
-            line_start(o, gt, 1, frp_ticks_to_ns(nx->tsc >= ev->tsc ? nx->tsc - ev->tsc : 0, npt),
-                       gt->st.depth);
+        if (nx && nx->kind == FTR_EV_EXIT && nx->site == ev->site && !g->no_leaf) {
+            line_start(g, gt, 1, frp_ticks_to_ns(nx->tsc >= ev->tsc ? nx->tsc - ev->tsc : 0, npt),
+                       gt->st.depth, it);
             frp_out_write(o, it->name.s, it->name.len);
-            frp_out_lit(o, "();\n");
+            frp_out_lit(o, "();");
+            if (__builtin_expect(g->srcline, 0)) srcline(g, it);
+            frp_out_lit(o, "\n");
             gt->skip_exit = 1;
             break;
         }
-        line_start(o, gt, 0, 0, gt->st.depth);
+        line_start(g, gt, 0, 0, gt->st.depth, it);
         frp_out_write(o, it->name.s, it->name.len);
-        frp_out_lit(o, "() {\n");
+        frp_out_lit(o, "() {");
+        if (__builtin_expect(g->srcline, 0)) srcline(g, it);
+        frp_out_lit(o, "\n");
         struct frp_frame *f = frp_stack_push(&gt->st);
         if (f) *f = (struct frp_frame){it->name, ev->site, ev->tsc};
         break;
@@ -219,8 +337,8 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
         }
         const struct frp_frame *f = &gt->st.f[--gt->st.depth];
         if (f->site != ev->site) g->stats.mismatched++;
-        line_start(o, gt, 1, frp_ticks_to_ns(ev->tsc >= f->tsc ? ev->tsc - f->tsc : 0, npt),
-                   gt->st.depth);
+        line_start(g, gt, 1, frp_ticks_to_ns(ev->tsc >= f->tsc ? ev->tsc - f->tsc : 0, npt),
+                   gt->st.depth, it);
         frp_out_lit(o, "} /* ");
         frp_out_write(o, f->name.s, f->name.len);
         if (ev->kind == FTR_EV_UNWIND)
@@ -230,7 +348,7 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
         break;
     }
     default:
-        special(g, gt, ev);
+        special(g, gt, it);
         break;
     }
     if (!it->next) { /* the thread's stream ends: drop its stack */
@@ -240,27 +358,33 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
     }
 }
 
-int frp_render_graph(struct frp_report *r, FILE *out, struct frp_stats *st)
+static void sink_section(void *ctx, const struct frp_process *p)
+{
+    frp_graph_header(ctx, p);
+}
+
+static void sink_event(void *ctx, const struct frp_item *it)
+{
+    frp_graph_event(ctx, it);
+}
+
+static int sink_failed(void *ctx)
+{
+    struct frp_graph *g = ctx;
+    if (g->out.err) errno = g->out.err_no;
+    return g->out.err;
+}
+
+int frp_render_graph_opts(struct frp_report *r, const struct frp_opts *o, FILE *out,
+                          struct frp_stats *st)
 {
     struct frp_graph *g = frp_graph_new(out);
     if (!g) return FTR_E_NOMEM;
-    int rc = FTR_OK;
-    for (uint32_t i = 0; i < r->nprocs && rc == FTR_OK; i++) {
-        struct frp_process *p = r->order[i];
-        if (!p->selected) continue;
-        frp_graph_header(g, p);
-        struct frp_merge *m;
-        rc = frp_merge_open(r, p, &m);
-        if (rc) break;
-        struct frp_item it;
-        int n;
-        while ((n = frp_merge_next(m, &it)) == 1)
-            frp_graph_event(g, &it);
-        frp_merge_close(m);
-        if (n < 0) rc = -n;
-    }
+    frp_graph_configure(g, r, o);
+    struct frp_sink s = {g, sink_section, sink_event, sink_failed};
+    int rc = frp_drive(r, o, &s);
     int e = errno;
-    if (frp_graph_finish(g) && rc == FTR_OK) {
+    if (frp_graph_finish(g)) {
         e = errno;
         rc = FTR_E_IO;
         g->stats.write_errno = e;
@@ -271,204 +395,7 @@ int frp_render_graph(struct frp_report *r, FILE *out, struct frp_stats *st)
     return rc;
 }
 
-/* ---- the note on damage ---- */
-static size_t add_part(char *buf, size_t n, size_t len, const char *s)
+int frp_render_graph(struct frp_report *r, FILE *out, struct frp_stats *st)
 {
-    if (len && len + 2 < n) len += (size_t)snprintf(buf + len, n - len, "; ");
-    if (len < n) len += (size_t)snprintf(buf + len, n - len, "%s", s);
-    return len < n ? len : n - 1;
-}
-
-size_t frp_report_note(const struct frp_report *r, const struct frp_stats *st, char *buf, size_t n)
-{
-    struct ftr_damage d = {0};
-    char tmp[128];
-    size_t len = 0;
-    if (!n) return 0;
-    buf[0] = 0;
-    frp_report_damage(r, &d);
-    uint64_t noend = 0, noend_pid = 0;
-    for (uint32_t i = 0; i < r->nprocs; i++) {
-        if (r->procs[i]->selected && r->procs[i]->has_info && !r->procs[i]->has_end) {
-            noend++;
-            noend_pid = r->procs[i]->pid;
-        }
-    }
-    if (d.truncated) {
-        len = add_part(buf, n, len, "trace truncated (the program was killed?)");
-    } else if (noend) {
-        if (noend == 1)
-            snprintf(tmp, sizeof tmp, "no end record for pid %llu (killed?)",
-                     (unsigned long long)noend_pid);
-        else
-            snprintf(tmp, sizeof tmp, "no end record for %llu processes (killed?)",
-                     (unsigned long long)noend);
-        len = add_part(buf, n, len, tmp);
-    }
-    uint64_t bad = d.bad_chunks + r->bad_meta + r->bad_events;
-    if (bad) {
-        snprintf(tmp, sizeof tmp, "skipped %llu corrupt chunk%s", (unsigned long long)bad,
-                 bad == 1 ? "" : "s");
-        len = add_part(buf, n, len, tmp);
-    }
-    if (d.skipped_bytes) {
-        snprintf(tmp, sizeof tmp, "skipped %llu damaged byte%s",
-                 (unsigned long long)d.skipped_bytes, d.skipped_bytes == 1 ? "" : "s");
-        len = add_part(buf, n, len, tmp);
-    }
-    if (st && st->unmatched) {
-        snprintf(tmp, sizeof tmp, "skipped %llu unmatched exit%s",
-                 (unsigned long long)st->unmatched, st->unmatched == 1 ? "" : "s");
-        len = add_part(buf, n, len, tmp);
-    }
-    if (st && st->mismatched) {
-        snprintf(tmp, sizeof tmp, "%llu exit%s did not match the open call",
-                 (unsigned long long)st->mismatched, st->mismatched == 1 ? "" : "s");
-        len = add_part(buf, n, len, tmp);
-    }
-    return len;
-}
-
-/* ---- helpers shared with chrome.c ---- */
-char *frp_fmt_u64(char *p, uint64_t v)
-{
-    char tmp[20];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        *p++ = tmp[--n];
-    return p;
-}
-
-char frp_duration_marker(uint64_t ns)
-{
-    if (ns <= 10000) return ' ';
-    if (ns <= 100000) return '+';
-    if (ns <= 1000000) return '!';
-    if (ns <= 10000000) return '#';
-    if (ns <= 100000000) return '*';
-    if (ns <= 1000000000) return '@';
-    return '$';
-}
-
-size_t frp_fmt_duration(char *buf, uint64_t ns)
-{
-    char *p = buf;
-    *p++ = ' ';
-    *p++ = frp_duration_marker(ns);
-    *p++ = ' ';
-    unsigned frac = (unsigned)(ns % 1000);
-    if (__builtin_expect(ns < 1000000, 1)) { /* below 1000 us: always 7 characters */
-        unsigned us = (unsigned)(ns / 1000);
-        p[0] = us >= 100 ? (char)('0' + us / 100) : ' ';
-        p[1] = us >= 10 ? (char)('0' + us / 10 % 10) : ' ';
-        p[2] = (char)('0' + us % 10);
-        p += 3;
-    } else {
-        p = frp_fmt_u64(p, ns / 1000);
-    }
-    p[0] = '.';
-    p[1] = (char)('0' + frac / 100);
-    p[2] = (char)('0' + frac / 10 % 10);
-    p[3] = (char)('0' + frac % 10);
-    memcpy(p + 4, " us  |", 6);
-    return (size_t)(p + 10 - buf);
-}
-
-int frp_out_init(struct frp_out *o, FILE *f, size_t cap)
-{
-    memset(o, 0, sizeof *o);
-    o->f = f;
-    o->buf = malloc(cap);
-    if (!o->buf) return FTR_E_NOMEM;
-    o->cap = cap;
-    return FTR_OK;
-}
-
-void frp_out_flush(struct frp_out *o)
-{
-    if (o->len && !o->err && fwrite(o->buf, 1, o->len, o->f) != o->len) {
-        o->err = 1;
-        o->err_no = errno ? errno : EIO;
-    }
-    o->len = 0;
-}
-
-void frp_out_free(struct frp_out *o)
-{
-    if (o->buf) frp_out_flush(o);
-    free(o->buf);
-    o->buf = NULL;
-}
-
-void frp_out_write_slow(struct frp_out *o, const void *p, size_t n)
-{
-    frp_out_flush(o);
-    if (n > o->cap) {
-        if (!o->err && fwrite(p, 1, n, o->f) != n) {
-            o->err = 1;
-            o->err_no = errno ? errno : EIO;
-        }
-        return;
-    }
-    memcpy(o->buf, p, n);
-    o->len = n;
-}
-
-void frp_out_spaces(struct frp_out *o, size_t n)
-{
-    while (n) {
-        size_t k = n < 256 ? n : 256;
-        memset(frp_out_room(o, k), ' ', k);
-        o->len += k;
-        n -= k;
-    }
-}
-
-int frp_stack_grow(struct frp_stack *s)
-{
-    uint32_t cap = s->cap ? s->cap * 2 : 64;
-    struct frp_frame *f = realloc(s->f, (size_t)cap * sizeof *f);
-    if (!f) return FTR_E_NOMEM;
-    s->f = f;
-    s->cap = cap;
-    return FTR_OK;
-}
-
-/* Makes s printable and valid UTF-8, in place: control characters and invalid bytes -> '?'. */
-void frp_sanitize(char *s, size_t n)
-{
-    unsigned char *p = (unsigned char *)s, *end = p + n;
-    while (p < end) {
-        unsigned c = *p;
-        if (c < 0x80) {
-            if (c < 0x20 || c == 0x7f) *p = '?';
-            p++;
-            continue;
-        }
-        size_t len = 0;
-        unsigned lo = 0x80, hi = 0xbf;
-        if (c >= 0xc2 && c <= 0xdf) {
-            len = 2;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            len = 3;
-            lo = c == 0xe0 ? 0xa0 : 0x80;
-            hi = c == 0xed ? 0x9f : 0xbf;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            len = 4;
-            lo = c == 0xf0 ? 0x90 : 0x80;
-            hi = c == 0xf4 ? 0x8f : 0xbf;
-        }
-        int ok = len && (size_t)(end - p) >= len && p[1] >= lo && p[1] <= hi;
-        for (size_t i = 2; ok && i < len; i++)
-            ok = p[i] >= 0x80 && p[i] <= 0xbf;
-        if (!ok) {
-            *p++ = '?';
-            continue;
-        }
-        p += len;
-    }
+    return frp_render_graph_opts(r, NULL, out, st);
 }

@@ -22,18 +22,11 @@ struct arena_blk {
     char data[];
 };
 
-/* ---- open-addressing map uint64 -> uint32 ---- */
-struct hmap {
-    uint64_t *keys; /* key + 1; 0 = empty slot */
-    uint32_t *vals;
-    size_t cap, n;
-};
-
 struct frp_report_priv {
     struct ftr_reader *rd;
     struct arena_blk *arena;
-    struct hmap pids; /* pid -> idx of its current process instance */
-    struct hmap tids; /* proc idx << 32 | tid -> thread idx */
+    struct frp_hmap pids; /* pid -> idx of its current process instance */
+    struct frp_hmap tids; /* proc idx << 32 | tid -> thread idx */
     size_t procs_cap, threads_cap, chunks_cap;
     struct ftr_buf payload;
     struct ftr_site_info *sitebuf;
@@ -82,80 +75,11 @@ static void arena_free(struct frp_report_priv *pv)
     }
 }
 
-static uint64_t hash64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
-
-static uint32_t *hmap_get(const struct hmap *m, uint64_t key)
-{
-    if (!m->cap) return NULL;
-    for (size_t i = hash64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-        if (m->keys[i] == key + 1) return &m->vals[i];
-        if (!m->keys[i]) return NULL;
-    }
-}
-
-static int hmap_put(struct hmap *m, uint64_t key, uint32_t val)
-{
-    uint32_t *v = hmap_get(m, key);
-    if (v) {
-        *v = val;
-        return FTR_OK;
-    }
-    if ((m->n + 1) * 2 > m->cap) {
-        struct hmap g = {.cap = m->cap ? m->cap * 2 : 64};
-        g.keys = calloc(g.cap, sizeof *g.keys);
-        g.vals = malloc(g.cap * sizeof *g.vals);
-        if (!g.keys || !g.vals) {
-            free(g.keys);
-            free(g.vals);
-            return FTR_E_NOMEM;
-        }
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->keys[i]) hmap_put(&g, m->keys[i] - 1, m->vals[i]);
-        free(m->keys);
-        free(m->vals);
-        *m = g;
-    }
-    size_t i = hash64(key) & (m->cap - 1);
-    while (m->keys[i])
-        i = (i + 1) & (m->cap - 1);
-    m->keys[i] = key + 1;
-    m->vals[i] = val;
-    m->n++;
-    return FTR_OK;
-}
-
-static void hmap_free(struct hmap *m)
-{
-    free(m->keys);
-    free(m->vals);
-    memset(m, 0, sizeof *m);
-}
-
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return FTR_OK;
-    size_t n = *cap ? *cap * 2 : 16;
-    while (n < need)
-        n *= 2;
-    void *p = realloc(*arr, n * elem);
-    if (!p) return FTR_E_NOMEM;
-    *arr = p;
-    *cap = n;
-    return FTR_OK;
-}
-
 /* ---- tables ---- */
 static struct frp_process *new_proc(struct frp_report *r, uint32_t pid)
 {
     struct frp_report_priv *pv = r->priv;
-    if (grow((void **)&r->procs, &pv->procs_cap, r->nprocs + 1, sizeof *r->procs)) return NULL;
+    if (frp_grow((void **)&r->procs, &pv->procs_cap, r->nprocs + 1, sizeof *r->procs)) return NULL;
     struct frp_process *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->idx = r->nprocs;
@@ -163,7 +87,7 @@ static struct frp_process *new_proc(struct frp_report *r, uint32_t pid)
     p->cmdline = "(no process record)";
     p->first_tsc = UINT64_MAX;
     p->selected = 1;
-    if (hmap_put(&pv->pids, pid, p->idx)) {
+    if (frp_hmap_put(&pv->pids, pid, p->idx)) {
         free(p);
         return NULL;
     }
@@ -173,7 +97,7 @@ static struct frp_process *new_proc(struct frp_report *r, uint32_t pid)
 
 static struct frp_process *proc_for(struct frp_report *r, uint32_t pid)
 {
-    uint32_t *v = hmap_get(&r->priv->pids, pid);
+    uint32_t *v = frp_hmap_get(&r->priv->pids, pid);
     return v ? r->procs[*v] : new_proc(r, pid);
 }
 
@@ -181,9 +105,9 @@ static struct frp_thread *thread_for(struct frp_report *r, struct frp_process *p
 {
     struct frp_report_priv *pv = r->priv;
     uint64_t key = (uint64_t)p->idx << 32 | tid;
-    uint32_t *v = hmap_get(&pv->tids, key);
+    uint32_t *v = frp_hmap_get(&pv->tids, key);
     if (v) return r->threads[*v];
-    if (grow((void **)&r->threads, &pv->threads_cap, r->nthreads + 1, sizeof *r->threads))
+    if (frp_grow((void **)&r->threads, &pv->threads_cap, r->nthreads + 1, sizeof *r->threads))
         return NULL;
     struct frp_thread *t = calloc(1, sizeof *t);
     if (!t) return NULL;
@@ -192,7 +116,7 @@ static struct frp_thread *thread_for(struct frp_report *r, struct frp_process *p
     t->proc = p;
     t->tsc_first = UINT64_MAX;
     t->selected = 1;
-    if (hmap_put(&pv->tids, key, t->idx)) {
+    if (frp_hmap_put(&pv->tids, key, t->idx)) {
         free(t);
         return NULL;
     }
@@ -248,7 +172,7 @@ static int load_process(struct frp_report *r, const struct ftr_chunk_hdr *h)
             return rc;
         }
     }
-    uint32_t *v = hmap_get(&pv->pids, h->pid);
+    uint32_t *v = frp_hmap_get(&pv->pids, h->pid);
     struct frp_process *p = v ? r->procs[*v] : NULL;
     if (!p || (p->has_info && p->start_tsc != pi.start_tsc))
         p = new_proc(r, h->pid); /* first sight, or the pid exec()ed: a new instance */
@@ -262,6 +186,7 @@ static int load_process(struct frp_report *r, const struct ftr_chunk_hdr *h)
     p->start_realtime_ns = pi.start_realtime_ns;
     p->start_tsc = pi.start_tsc;
     p->tsc_hz = pi.tsc_hz;
+    p->tsc_cal = pi.tsc_calibration;
     size_t n = pi.argc < cap ? pi.argc : cap;
     p->cmdline = join_argv(pv, argv, n, pi.argc > n);
     p->exe = pi.exe ? arena_str(pv, pi.exe, strlen(pi.exe)) : NULL;
@@ -285,10 +210,19 @@ static int load_module(struct frp_report *r, const struct ftr_chunk_hdr *h)
         p->modules = m;
     }
     struct frp_module *m = &p->modules[p->nmodules];
+    memset(m, 0, sizeof *m);
     m->id = mi.module_id;
     m->base = mi.base;
+    m->load_tsc = mi.load_tsc;
     m->path = mi.path ? arena_str(pv, mi.path, strlen(mi.path)) : "?";
     if (!m->path) return FTR_E_NOMEM;
+    if (mi.build_id_len && mi.build_id_len <= 64) {
+        uint8_t *id = (uint8_t *)arena_alloc(pv, mi.build_id_len);
+        if (!id) return FTR_E_NOMEM;
+        memcpy(id, mi.build_id, mi.build_id_len);
+        m->build_id = id;
+        m->build_id_len = mi.build_id_len;
+    }
     p->nmodules++;
     return FTR_OK;
 }
@@ -299,11 +233,15 @@ static int grow_sites(struct frp_process *p, uint32_t site)
     size_t n = p->nsites ? p->nsites : 256;
     while (n <= site)
         n *= 2;
-    if (n > (size_t)FTR_SITE_MAX + 1) n = (size_t)FTR_SITE_MAX + 1;
+    if (n > FRP_SITE_LIMIT) n = FRP_SITE_LIMIT;
     struct frp_name *s = realloc(p->sites, n * sizeof *s);
     if (!s) return FTR_E_NOMEM;
     memset(s + p->nsites, 0, (n - p->nsites) * sizeof *s);
     p->sites = s;
+    struct frp_site_meta *m = realloc(p->meta, n * sizeof *m);
+    if (!m) return FTR_E_NOMEM;
+    memset(m + p->nsites, 0, (n - p->nsites) * sizeof *m);
+    p->meta = m;
     p->nsites = (uint32_t)n;
     return FTR_OK;
 }
@@ -326,14 +264,22 @@ static int load_sites(struct frp_report *r, const struct ftr_chunk_hdr *h)
     if (rc) return rc;
     struct frp_process *p = proc_for(r, h->pid);
     if (!p) return FTR_E_NOMEM;
+    uint32_t midx = 0;
+    for (uint32_t k = 0; k < p->nmodules && !midx; k++)
+        if (p->modules[k].id == mod) midx = k + 1;
     for (size_t i = 0; i < count; i++) {
         const struct ftr_site_info *s = &pv->sitebuf[i];
-        if (s->site == 0 || s->site > FTR_SITE_MAX || !s->name) continue;
+        if (s->site == 0 || s->site >= FRP_SITE_LIMIT || !s->name) {
+            if (s->site >= FRP_SITE_LIMIT) r->bad_meta++;
+            continue;
+        }
         if (grow_sites(p, s->site)) return FTR_E_NOMEM;
         size_t len = strlen(s->name);
         const char *name = arena_str(pv, s->name, len);
         if (!name) return FTR_E_NOMEM;
         p->sites[s->site] = (struct frp_name){name, (uint32_t)len};
+        p->meta[s->site] = (struct frp_site_meta){name, s->func, midx};
+        if (midx) p->modules[midx - 1].nsites++;
     }
     p->has_sites = 1;
     return FTR_OK;
@@ -371,7 +317,8 @@ static int index_events(struct frp_report *r, const struct ftr_chunk_hdr *h, uin
     struct frp_report_priv *pv = r->priv;
     struct frp_process *p = proc_for(r, h->pid);
     struct frp_thread *t = p ? thread_for(r, p, h->tid) : NULL;
-    if (!t || grow((void **)&r->chunks, &pv->chunks_cap, (size_t)r->nchunks + 1, sizeof *r->chunks))
+    if (!t ||
+        frp_grow((void **)&r->chunks, &pv->chunks_cap, (size_t)r->nchunks + 1, sizeof *r->chunks))
         return FTR_E_NOMEM;
     r->chunks[r->nchunks] = (struct frp_chunk){off, h->tsc_first, h->tsc_last, t->idx, r->nchunks};
     r->nchunks++;
@@ -379,6 +326,7 @@ static int index_events(struct frp_report *r, const struct ftr_chunk_hdr *h, uin
     if (h->tsc_first < t->tsc_first) t->tsc_first = h->tsc_first;
     if (h->tsc_last > t->tsc_last) t->tsc_last = h->tsc_last;
     if (h->tsc_first < p->first_tsc) p->first_tsc = h->tsc_first;
+    if (h->tsc_last > p->last_tsc) p->last_tsc = h->tsc_last;
     return FTR_OK;
 }
 
@@ -395,6 +343,7 @@ static int load(struct frp_report *r)
             return FTR_OK;
         }
         if (rc) return rc;
+        r->chunks_by_type[h.type < 8 ? h.type : 0]++;
         if (h.type == FTR_CHUNK_EVENTS) {
             if ((rc = index_events(r, &h, off))) return rc;
             r->good_chunks++;
@@ -453,23 +402,25 @@ static int finish(struct frp_report *r)
     for (uint32_t i = 0; i < r->nprocs && !hz; i++)
         hz = r->procs[i]->tsc_hz;
     r->base_tsc = UINT64_MAX;
-    struct hmap latest = {0};
+    struct frp_hmap latest = {0};
     for (uint32_t i = 0; i < r->nprocs; i++) {
         struct frp_process *p = r->procs[i];
         uint64_t phz = p->tsc_hz ? p->tsc_hz : hz;
         p->ns_per_tick = phz ? 1e9 / (double)phz : 1.0;
         p->clock_guessed = !phz;
+        double mul = p->ns_per_tick * 4294967296.0 + 0.5;
+        p->ns_mul = mul >= 1.0 && mul < 1.8e19 ? (uint64_t)mul : 0;
         if (p->has_info && p->start_tsc < r->base_tsc) r->base_tsc = p->start_tsc;
         if (p->first_tsc < r->base_tsc) r->base_tsc = p->first_tsc;
-        uint32_t *v = p->ppid ? hmap_get(&latest, p->ppid) : NULL;
+        uint32_t *v = p->ppid ? frp_hmap_get(&latest, p->ppid) : NULL;
         p->parent = v ? r->procs[*v] : NULL;
-        p->after_exec = hmap_get(&latest, p->pid) != NULL;
-        if (hmap_put(&latest, p->pid, p->idx)) {
-            hmap_free(&latest);
+        p->after_exec = frp_hmap_get(&latest, p->pid) != NULL;
+        if (frp_hmap_put(&latest, p->pid, p->idx)) {
+            frp_hmap_free(&latest);
             return FTR_E_NOMEM;
         }
     }
-    hmap_free(&latest);
+    frp_hmap_free(&latest);
     if (r->base_tsc == UINT64_MAX) r->base_tsc = 0;
     r->order = malloc((r->nprocs ? r->nprocs : 1) * sizeof *r->order);
     if (!r->order) return FTR_E_NOMEM;
@@ -477,6 +428,24 @@ static int finish(struct frp_report *r)
         memcpy(r->order, r->procs, r->nprocs * sizeof *r->order);
         qsort(r->order, r->nprocs, sizeof *r->order, cmp_start);
     }
+    return FTR_OK;
+}
+
+/* The version and the size of the file, for --info (the reader checked the header). */
+static int read_file_header(struct frp_report *r)
+{
+    uint8_t h[FTR_FILE_HEADER_SIZE];
+    FILE *f = fopen(r->path, "rb");
+    if (!f) return FTR_OK; /* the reader has it open: only the figures are lost */
+    if (fread(h, 1, sizeof h, f) == sizeof h) {
+        r->version_major = ftr_rd_le16(h + 8);
+        r->version_minor = ftr_rd_le16(h + 10);
+    }
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long n = ftell(f);
+        r->file_size = n > 0 ? (uint64_t)n : 0;
+    }
+    fclose(f);
     return FTR_OK;
 }
 
@@ -493,6 +462,7 @@ int frp_report_open(const char *path, struct frp_report **out)
     r->priv = pv;
     r->path = path;
     int rc = ftr_reader_open(path, &pv->rd);
+    if (rc == FTR_OK) rc = read_file_header(r);
     if (rc == FTR_OK) rc = load(r);
     if (rc == FTR_OK) rc = finish(r);
     if (rc == FTR_OK && r->good_chunks == 0) {
@@ -519,9 +489,11 @@ void frp_report_close(struct frp_report *r)
 {
     if (!r) return;
     struct frp_report_priv *pv = r->priv;
+    frp_names_free(r);
     for (uint32_t i = 0; i < r->nprocs; i++) {
         free(r->procs[i]->modules);
         free(r->procs[i]->sites);
+        free(r->procs[i]->meta);
         free(r->procs[i]);
     }
     for (uint32_t i = 0; i < r->nthreads; i++)
@@ -532,8 +504,8 @@ void frp_report_close(struct frp_report *r)
     free(r->chunks);
     if (pv->rd) ftr_reader_close(pv->rd);
     arena_free(pv);
-    hmap_free(&pv->pids);
-    hmap_free(&pv->tids);
+    frp_hmap_free(&pv->pids);
+    frp_hmap_free(&pv->tids);
     ftr_buf_free(&pv->payload);
     free(pv->sitebuf);
     free(pv);
@@ -561,255 +533,66 @@ size_t frp_report_select(struct frp_report *r, long pid, const uint32_t *tids, s
     return n;
 }
 
-#define MAX_INTERNED (1u << 22) /* beyond, a site is corrupt: no table grows for it */
+/* The name of a site p has its own record of (computed on first use), or {NULL}. */
+static struct frp_name own_name(struct frp_report *r, struct frp_process *p, uint32_t site)
+{
+    if (site >= p->nsites) return (struct frp_name){0};
+    if (!p->sites[site].s && p->meta && p->meta[site].raw) {
+        struct frp_name n = frp_display_name(r, p, site);
+        if (!n.s) n = (struct frp_name){p->meta[site].raw, (uint32_t)strlen(p->meta[site].raw)};
+        p->sites[site] = n;
+    }
+    return p->sites[site];
+}
+
 struct frp_name frp_site_name(struct frp_report *r, struct frp_process *p, uint32_t site)
 {
-    if (site < p->nsites && p->sites[site].s) return p->sites[site];
+    struct frp_name name = own_name(r, p, site);
+    if (name.s) return name;
     /* A forked child that wrote no names of its own runs its parent's code. */
-    struct frp_name name = {0};
     struct frp_process *q = p->has_sites || p->after_exec ? NULL : p->parent;
     for (; q && !name.s; q = q->after_exec ? NULL : q->parent)
-        if (site < q->nsites && q->sites[site].s) name = q->sites[site];
+        name = own_name(r, q, site);
     if (!name.s) {
         char tmp[32] = "<site ";
         char *e = frp_fmt_u64(tmp + 6, site);
         *e++ = '>';
         name.len = (uint32_t)(e - tmp);
-        if (site >= MAX_INTERNED || !(name.s = arena_str(r->priv, tmp, name.len)))
+        if (site >= FRP_SITE_LIMIT || !(name.s = arena_str(r->priv, tmp, name.len)))
             return (struct frp_name){"<bad site>", 10};
     }
-    if (site < MAX_INTERNED && grow_sites(p, site) == FTR_OK) p->sites[site] = name;
+    if (site < FRP_SITE_LIMIT && grow_sites(p, site) == FTR_OK) p->sites[site] = name;
     return name;
-}
-
-/* ---- the merge ---- */
-struct cursor {
-    struct frp_thread *th;
-    uint32_t ci, cend;  /* next chunk to load, end of the thread's chunks */
-    uint32_t chunk_seq; /* seq of the chunk being decoded */
-    int live;
-    struct ftr_ev_iter it;
-    struct ftr_buf buf;
-    struct ftr_event cur, nxt;
-    uint32_t cur_seq, nxt_seq;
-    int has_nxt;
-    struct cursor *free_next;
-};
-
-struct frp_merge {
-    struct frp_report *r;
-    struct frp_thread **pend; /* threads not yet opened, by first chunk */
-    uint32_t npend, ipend;
-    struct cursor **heap;
-    uint32_t nheap;
-    struct cursor *last; /* emitted by the previous call: advanced at the next */
-    struct cursor *freelist;
-    int err;
-};
-
-static int load_chunk(struct frp_merge *m, struct cursor *c, const struct frp_chunk *ch)
-{
-    struct frp_report_priv *pv = m->r->priv;
-    struct ftr_chunk_hdr h;
-    uint64_t off;
-    int rc = ftr_reader_seek(pv->rd, ch->offset);
-    if (rc == FTR_OK) rc = ftr_reader_next(pv->rd, &h, &off);
-    if (rc == FTR_E_IO || rc == FTR_E_NOMEM) return -rc;
-    if (rc || off != ch->offset || h.type != FTR_CHUNK_EVENTS) {
-        m->r->bad_events++;
-        return 0;
-    }
-    rc = ftr_reader_payload(pv->rd, &c->buf);
-    if (rc == FTR_E_CORRUPT || rc == FTR_E_ZSTD || rc == FTR_E_TRUNCATED)
-        return 0; /* counted by the reader */
-    if (rc) return -rc;
-    if (ftr_dec_events_begin(&h, c->buf.data, c->buf.len, &c->it)) {
-        m->r->bad_events++;
-        return 0;
-    }
-    c->live = 1;
-    c->chunk_seq = ch->seq;
-    return 1;
-}
-
-/* The thread's next event: 1, 0 at its end, or a negated error. */
-static int fetch(struct frp_merge *m, struct cursor *c, struct ftr_event *ev, uint32_t *seq)
-{
-    for (;;) {
-        if (__builtin_expect(c->live, 1)) {
-            int rc = ftr_dec_events_next(&c->it, ev);
-            if (__builtin_expect(rc == 1, 1)) {
-                *seq = c->chunk_seq;
-                return 1;
-            }
-            c->live = 0;
-            if (rc < 0) m->r->bad_events++;
-        }
-        if (c->ci >= c->cend) return 0;
-        int rc = load_chunk(m, c, &m->r->chunks[c->ci++]);
-        if (rc < 0) return rc;
-    }
-}
-
-static inline int before(const struct cursor *a, const struct cursor *b)
-{
-    return a->cur.tsc < b->cur.tsc || (a->cur.tsc == b->cur.tsc && a->cur_seq < b->cur_seq);
-}
-
-static void sift_down(struct frp_merge *m, uint32_t i)
-{
-    struct cursor **h = m->heap, *c = h[i];
-    for (;;) {
-        uint32_t k = 2 * i + 1;
-        if (k >= m->nheap) break;
-        if (k + 1 < m->nheap && before(h[k + 1], h[k])) k++;
-        if (!before(h[k], c)) break;
-        h[i] = h[k];
-        i = k;
-    }
-    h[i] = c;
-}
-
-static void sift_up(struct frp_merge *m, uint32_t i)
-{
-    struct cursor **h = m->heap, *c = h[i];
-    while (i > 0 && before(c, h[(i - 1) / 2])) {
-        h[i] = h[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h[i] = c;
-}
-
-static void release(struct frp_merge *m, struct cursor *c)
-{
-    c->free_next = m->freelist;
-    m->freelist = c;
-}
-
-static int open_cursor(struct frp_merge *m, struct frp_thread *t)
-{
-    struct cursor *c = m->freelist;
-    if (c) {
-        m->freelist = c->free_next;
-    } else if (!(c = calloc(1, sizeof *c))) {
-        return -FTR_E_NOMEM;
-    }
-    c->th = t;
-    c->ci = t->first_chunk;
-    c->cend = t->first_chunk + t->nchunks;
-    c->live = 0;
-    int rc = fetch(m, c, &c->cur, &c->cur_seq);
-    if (rc <= 0) {
-        release(m, c);
-        return rc;
-    }
-    rc = fetch(m, c, &c->nxt, &c->nxt_seq);
-    c->has_nxt = rc == 1;
-    if (rc < 0) {
-        release(m, c);
-        return rc;
-    }
-    m->heap[m->nheap++] = c;
-    sift_up(m, m->nheap - 1);
-    return 0;
-}
-
-static int cmp_pend(const void *a, const void *b, void *arg)
-{
-    const struct frp_chunk *ch = arg;
-    const struct frp_chunk *x = &ch[(*(struct frp_thread *const *)a)->first_chunk];
-    const struct frp_chunk *y = &ch[(*(struct frp_thread *const *)b)->first_chunk];
-    if (x->tsc_first != y->tsc_first) return x->tsc_first < y->tsc_first ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-int frp_merge_open(struct frp_report *r, struct frp_process *p, struct frp_merge **out)
-{
-    *out = NULL;
-    struct frp_merge *m = calloc(1, sizeof *m);
-    if (!m) return FTR_E_NOMEM;
-    m->r = r;
-    m->pend = malloc((r->nthreads + 1) * sizeof *m->pend);
-    m->heap = malloc((r->nthreads + 1) * sizeof *m->heap);
-    if (!m->pend || !m->heap) {
-        frp_merge_close(m);
-        return FTR_E_NOMEM;
-    }
-    for (uint32_t i = 0; i < r->nthreads; i++) {
-        struct frp_thread *t = r->threads[i];
-        if (t->selected && t->nchunks && (!p || t->proc == p)) m->pend[m->npend++] = t;
-    }
-    qsort_r(m->pend, m->npend, sizeof *m->pend, cmp_pend, r->chunks);
-    *out = m;
-    return FTR_OK;
-}
-
-int frp_merge_next(struct frp_merge *m, struct frp_item *it)
-{
-    if (__builtin_expect(m->err != 0, 0)) return -m->err;
-    struct cursor *c = m->last;
-    if (c) { /* advance the thread emitted last: it is still the heap's top */
-        m->last = NULL;
-        if (!c->has_nxt) {
-            m->heap[0] = m->heap[--m->nheap];
-            if (m->nheap) sift_down(m, 0);
-            release(m, c);
-        } else {
-            c->cur = c->nxt;
-            c->cur_seq = c->nxt_seq;
-            int rc = fetch(m, c, &c->nxt, &c->nxt_seq);
-            c->has_nxt = rc == 1;
-            if (rc < 0) return -(m->err = -rc);
-            if (m->nheap > 1) sift_down(m, 0);
-        }
-    }
-    while (m->ipend < m->npend) {
-        struct frp_thread *t = m->pend[m->ipend];
-        const struct frp_chunk *ch = &m->r->chunks[t->first_chunk];
-        if (m->nheap) {
-            const struct cursor *top = m->heap[0];
-            if (ch->tsc_first > top->cur.tsc ||
-                (ch->tsc_first == top->cur.tsc && ch->seq > top->cur_seq))
-                break;
-        }
-        m->ipend++;
-        int rc = open_cursor(m, t);
-        if (rc < 0) return -(m->err = -rc);
-    }
-    if (!m->nheap) return 0;
-    c = m->heap[0];
-    it->ev = c->cur;
-    it->next = c->has_nxt ? &c->nxt : NULL;
-    it->thread = c->th;
-    if (c->cur.kind == FTR_EV_ENTRY) {
-        struct frp_process *p = c->th->proc;
-        uint32_t s = c->cur.site;
-        it->name = s < p->nsites && p->sites[s].s ? p->sites[s] : frp_site_name(m->r, p, s);
-    } else {
-        it->name = (struct frp_name){"", 0};
-    }
-    m->last = c;
-    return 1;
-}
-
-void frp_merge_close(struct frp_merge *m)
-{
-    if (!m) return;
-    for (uint32_t i = 0; i < m->nheap; i++)
-        release(m, m->heap[i]);
-    while (m->freelist) {
-        struct cursor *c = m->freelist;
-        m->freelist = c->free_next;
-        ftr_buf_free(&c->buf);
-        free(c);
-    }
-    free(m->pend);
-    free(m->heap);
-    free(m);
 }
 
 void frp_report_damage(const struct frp_report *r, struct ftr_damage *d)
 {
     ftr_reader_damage(r->priv->rd, d);
     d->truncated |= r->priv->truncated;
+}
+
+const struct frp_site_meta *frp_site_meta(const struct frp_process *p, uint32_t site,
+                                          const struct frp_process **owner)
+{
+    const struct frp_process *q = p;
+    for (int first = 1; q; first = 0) {
+        if (site < q->nsites && q->meta && q->meta[site].raw) {
+            if (owner) *owner = q;
+            return &q->meta[site];
+        }
+        if (first && (q->has_sites || q->after_exec)) break;
+        if (!first && q->after_exec) break;
+        q = q->parent;
+    }
+    return NULL;
+}
+
+const char *frp_report_strdup(struct frp_report *r, const char *s, size_t n)
+{
+    return arena_str(r->priv, s, n);
+}
+
+struct ftr_reader *frp_report_reader(struct frp_report *r)
+{
+    return r->priv->rd;
 }

@@ -3,7 +3,7 @@
 # already there).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libelf-dev libdw-dev libzstd-dev libcriterion-dev
-      python3 clang)
+      python3 clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,250 @@
+/*
+ * merge.c - the streaming merge of a trace's threads by time.
+ *
+ * The merge walks every selected thread's chunks with one cursor per thread (one decompressed
+ * chunk and one event of lookahead each), merged by tsc with a binary heap. A cursor is opened
+ * when the merge time reaches its thread's first chunk and released when the thread is done,
+ * so memory follows the number of threads alive at a time, not the size of the trace.
+ */
+#define _GNU_SOURCE /* qsort_r */
+#include "report.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cursor {
+    struct frp_thread *th;
+    uint32_t ci, cend;  /* next chunk to load, end of the thread's chunks */
+    uint32_t chunk_seq; /* seq of the chunk being decoded */
+    int live;
+    struct ftr_ev_iter it;
+    struct ftr_buf buf;
+    struct ftr_event cur, nxt;
+    uint32_t cur_seq, nxt_seq;
+    int has_nxt;
+    struct cursor *free_next;
+};
+
+struct frp_merge {
+    struct frp_report *r;
+    struct frp_thread **pend; /* threads not yet opened, by first chunk */
+    uint32_t npend, ipend;
+    struct cursor **heap;
+    uint32_t nheap;
+    struct cursor *last; /* emitted by the previous call: advanced at the next */
+    struct cursor *freelist;
+    int err;
+    uint64_t done, total; /* EVENTS chunks taken, of all the selected threads' */
+};
+
+static int load_chunk(struct frp_merge *m, struct cursor *c, const struct frp_chunk *ch)
+{
+    struct ftr_reader *rd = frp_report_reader(m->r);
+    struct ftr_chunk_hdr h;
+    uint64_t off;
+    m->done++;
+    int rc = ftr_reader_seek(rd, ch->offset);
+    if (rc == FTR_OK) rc = ftr_reader_next(rd, &h, &off);
+    if (rc == FTR_E_IO || rc == FTR_E_NOMEM) return -rc;
+    if (rc || off != ch->offset || h.type != FTR_CHUNK_EVENTS) {
+        m->r->bad_events++;
+        return 0;
+    }
+    rc = ftr_reader_payload(rd, &c->buf);
+    if (rc == FTR_E_CORRUPT || rc == FTR_E_ZSTD || rc == FTR_E_TRUNCATED)
+        return 0; /* counted by the reader */
+    if (rc) return -rc;
+    if (ftr_dec_events_begin(&h, c->buf.data, c->buf.len, &c->it)) {
+        m->r->bad_events++;
+        return 0;
+    }
+    c->live = 1;
+    c->chunk_seq = ch->seq;
+    return 1;
+}
+
+/* The thread's next event: 1, 0 at its end, or a negated error. */
+static int fetch(struct frp_merge *m, struct cursor *c, struct ftr_event *ev, uint32_t *seq)
+{
+    for (;;) {
+        if (__builtin_expect(c->live, 1)) {
+            int rc = ftr_dec_events_next(&c->it, ev);
+            if (__builtin_expect(rc == 1, 1)) {
+                *seq = c->chunk_seq;
+                return 1;
+            }
+            c->live = 0;
+            if (rc < 0) m->r->bad_events++;
+        }
+        if (c->ci >= c->cend) return 0;
+        int rc = load_chunk(m, c, &m->r->chunks[c->ci++]);
+        if (rc < 0) return rc;
+    }
+}
+
+static inline int before(const struct cursor *a, const struct cursor *b)
+{
+    return a->cur.tsc < b->cur.tsc || (a->cur.tsc == b->cur.tsc && a->cur_seq < b->cur_seq);
+}
+
+static void sift_down(struct frp_merge *m, uint32_t i)
+{
+    struct cursor **h = m->heap, *c = h[i];
+    for (;;) {
+        uint32_t k = 2 * i + 1;
+        if (k >= m->nheap) break;
+        if (k + 1 < m->nheap && before(h[k + 1], h[k])) k++;
+        if (!before(h[k], c)) break;
+        h[i] = h[k];
+        i = k;
+    }
+    h[i] = c;
+}
+
+static void sift_up(struct frp_merge *m, uint32_t i)
+{
+    struct cursor **h = m->heap, *c = h[i];
+    while (i > 0 && before(c, h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = c;
+}
+
+static void release(struct frp_merge *m, struct cursor *c)
+{
+    c->free_next = m->freelist;
+    m->freelist = c;
+}
+
+static int open_cursor(struct frp_merge *m, struct frp_thread *t)
+{
+    struct cursor *c = m->freelist;
+    if (c) {
+        m->freelist = c->free_next;
+    } else if (!(c = calloc(1, sizeof *c))) {
+        return -FTR_E_NOMEM;
+    }
+    c->th = t;
+    c->ci = t->first_chunk;
+    c->cend = t->first_chunk + t->nchunks;
+    c->live = 0;
+    int rc = fetch(m, c, &c->cur, &c->cur_seq);
+    if (rc <= 0) {
+        release(m, c);
+        return rc;
+    }
+    rc = fetch(m, c, &c->nxt, &c->nxt_seq);
+    c->has_nxt = rc == 1;
+    if (rc < 0) {
+        release(m, c);
+        return rc;
+    }
+    m->heap[m->nheap++] = c;
+    sift_up(m, m->nheap - 1);
+    return 0;
+}
+
+static int cmp_pend(const void *a, const void *b, void *arg)
+{
+    const struct frp_chunk *ch = arg;
+    const struct frp_chunk *x = &ch[(*(struct frp_thread *const *)a)->first_chunk];
+    const struct frp_chunk *y = &ch[(*(struct frp_thread *const *)b)->first_chunk];
+    if (x->tsc_first != y->tsc_first) return x->tsc_first < y->tsc_first ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+int frp_merge_open(struct frp_report *r, struct frp_process *p, struct frp_merge **out)
+{
+    *out = NULL;
+    struct frp_merge *m = calloc(1, sizeof *m);
+    if (!m) return FTR_E_NOMEM;
+    m->r = r;
+    m->pend = malloc((r->nthreads + 1) * sizeof *m->pend);
+    m->heap = malloc((r->nthreads + 1) * sizeof *m->heap);
+    if (!m->pend || !m->heap) {
+        frp_merge_close(m);
+        return FTR_E_NOMEM;
+    }
+    for (uint32_t i = 0; i < r->nthreads; i++) {
+        struct frp_thread *t = r->threads[i];
+        if (t->selected && t->nchunks && (!p || t->proc == p)) {
+            m->pend[m->npend++] = t;
+            m->total += t->nchunks;
+        }
+    }
+    qsort_r(m->pend, m->npend, sizeof *m->pend, cmp_pend, r->chunks);
+    *out = m;
+    return FTR_OK;
+}
+
+int frp_merge_next(struct frp_merge *m, struct frp_item *it)
+{
+    if (__builtin_expect(m->err != 0, 0)) return -m->err;
+    struct cursor *c = m->last;
+    if (c) { /* advance the thread emitted last: it is still the heap's top */
+        m->last = NULL;
+        if (!c->has_nxt) {
+            m->heap[0] = m->heap[--m->nheap];
+            if (m->nheap) sift_down(m, 0);
+            release(m, c);
+        } else {
+            c->cur = c->nxt;
+            c->cur_seq = c->nxt_seq;
+            int rc = fetch(m, c, &c->nxt, &c->nxt_seq);
+            c->has_nxt = rc == 1;
+            if (rc < 0) return -(m->err = -rc);
+            if (m->nheap > 1) sift_down(m, 0);
+        }
+    }
+    while (m->ipend < m->npend) {
+        struct frp_thread *t = m->pend[m->ipend];
+        const struct frp_chunk *ch = &m->r->chunks[t->first_chunk];
+        if (m->nheap) {
+            const struct cursor *top = m->heap[0];
+            if (ch->tsc_first > top->cur.tsc ||
+                (ch->tsc_first == top->cur.tsc && ch->seq > top->cur_seq))
+                break;
+        }
+        m->ipend++;
+        int rc = open_cursor(m, t);
+        if (rc < 0) return -(m->err = -rc);
+    }
+    if (!m->nheap) return 0;
+    c = m->heap[0];
+    it->ev = c->cur;
+    it->next = c->has_nxt ? &c->nxt : NULL;
+    it->thread = c->th;
+    if (c->cur.kind == FTR_EV_ENTRY) {
+        struct frp_process *p = c->th->proc;
+        uint32_t s = c->cur.site;
+        it->name = s < p->nsites && p->sites[s].s ? p->sites[s] : frp_site_name(m->r, p, s);
+    } else {
+        it->name = (struct frp_name){"", 0};
+    }
+    m->last = c;
+    return 1;
+}
+
+void frp_merge_progress(const struct frp_merge *m, uint64_t *done, uint64_t *total)
+{
+    *done = m->done;
+    *total = m->total;
+}
+
+void frp_merge_close(struct frp_merge *m)
+{
+    if (!m) return;
+    for (uint32_t i = 0; i < m->nheap; i++)
+        release(m, m->heap[i]);
+    while (m->freelist) {
+        struct cursor *c = m->freelist;
+        m->freelist = c->free_next;
+        ftr_buf_free(&c->buf);
+        free(c);
+    }
+    free(m->pend);
+    free(m->heap);
+    free(m);
+}

@@ -1,0 +1,338 @@
+/*
+ * names.c - what a function is called in the report, and where its source is.
+ *
+ * Names come from the trace (the SITES chunks, recorded raw at record time), so the report
+ * works when the binaries changed or are gone. They are demangled here (libstdc++'s
+ * __cxa_demangle) and may carry the module they belong to ("name@libfoo.so").
+ *
+ * Module files are opened (libdwfl) only when they are needed: for source lines (--srcline)
+ * and for the sites the trace has no symbol for. A file is used only when its build-id is the
+ * one recorded (or when neither has one), so lines never come from another build.
+ */
+#include "report.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* libstdc++'s demangler (C linkage); -lstdc++ */
+extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+enum { MOD_UNOPENED, MOD_OK, MOD_MISSING, MOD_OTHER_BUILD, MOD_NO_LINES };
+
+struct nmod {
+    const struct frp_module *m; /* the first module record with this file and build-id */
+    Dwfl *dwfl;
+    Dwfl_Module *mod;
+    int state;
+    int lines_found;
+};
+
+struct frp_names {
+    enum frp_demangle mode;
+    int show_module;
+    struct nmod *mods;
+    size_t n, cap;
+    const char ***src; /* by process idx, by site: "file:line", NOSRC, or NULL (not looked up) */
+    uint32_t *srcn;
+    uint32_t nprocs;
+};
+
+static const char NOSRC[] = "";
+
+const char *frp_module_file(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* ---- demangling ---- */
+
+/* Index just past the last space at nesting depth 0 in s[0..n) (0 when there is none). */
+static size_t after_return_type(const char *s, size_t n)
+{
+    int depth = 0;
+    size_t cut = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '<' || c == '(' || c == '[' || c == '{')
+            depth++;
+        else if ((c == '>' || c == ')' || c == ']' || c == '}') && depth > 0)
+            depth--;
+        else if (c == ' ' && depth == 0)
+            cut = i + 1;
+    }
+    return cut;
+}
+
+/* "ret ns::f<T>(args) const [clone .cold]" -> "ns::f<T>.cold", in place. */
+static void simplify(char *s)
+{
+    size_t n = strlen(s);
+    char *clone = strstr(s, " [clone ");
+    size_t end = clone ? (size_t)(clone - s) : n;
+    /* the parameter list: the parentheses closed by the last ')' before the suffix */
+    size_t close = end;
+    while (close > 0 && s[close - 1] != ')')
+        close--;
+    if (close == 0) return;
+    close--;
+    int depth = 0;
+    size_t open = close + 1;
+    for (size_t i = close + 1; i-- > 0;) {
+        if (s[i] == ')') depth++;
+        if (s[i] == '(' && --depth == 0) {
+            open = i;
+            break;
+        }
+    }
+    if (open > close || open == 0) return;
+    /* the return type of a template function: before the last top-level space, which must
+     * not be part of an operator's name ("operator new", "operator int") */
+    const char *op = strstr(s, "operator");
+    size_t name_end = op && (size_t)(op - s) < open ? (size_t)(op - s) : open;
+    size_t start = after_return_type(s, name_end);
+    size_t len = open - start;
+    memmove(s, s + start, len);
+    /* " [clone .isra.0] [clone .cold]" -> ".isra.0.cold", as the suffixes of C symbols read */
+    for (size_t i = end; clone && i < n;) {
+        if (strncmp(s + i, " [clone ", 8) != 0) break;
+        i += 8;
+        while (i < n && s[i] != ']')
+            s[len++] = s[i++];
+        i++;
+    }
+    s[len] = 0;
+}
+
+char *frp_demangle(const char *sym, enum frp_demangle mode)
+{
+    if (mode == FRP_DEMANGLE_NONE || !sym || sym[0] != '_' || sym[1] != 'Z') return NULL;
+    int status = -1;
+    char *d = __cxa_demangle(sym, NULL, NULL, &status);
+    if (!d || status != 0) {
+        free(d);
+        return NULL;
+    }
+    if (mode == FRP_DEMANGLE_SIMPLE) simplify(d);
+    return d;
+}
+
+/* ---- module files ---- */
+
+static const Dwfl_Callbacks callbacks = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+};
+
+static struct frp_names *names_of(struct frp_report *r)
+{
+    if (!r->names) r->names = calloc(1, sizeof *r->names);
+    return r->names;
+}
+
+static int same_file(const struct frp_module *a, const struct frp_module *b)
+{
+    return strcmp(a->path, b->path) == 0 && a->build_id_len == b->build_id_len &&
+           (!a->build_id_len || memcmp(a->build_id, b->build_id, a->build_id_len) == 0);
+}
+
+/* The opened file of a module record, or NULL when it cannot be used. */
+static struct nmod *open_module(struct frp_report *r, const struct frp_module *m)
+{
+    struct frp_names *ns = names_of(r);
+    if (!ns) return NULL;
+    struct nmod *nm = NULL;
+    for (size_t i = 0; i < ns->n && !nm; i++)
+        if (same_file(ns->mods[i].m, m)) nm = &ns->mods[i];
+    if (!nm) {
+        if (frp_grow((void **)&ns->mods, &ns->cap, ns->n + 1, sizeof *ns->mods)) return NULL;
+        nm = &ns->mods[ns->n++];
+        memset(nm, 0, sizeof *nm);
+        nm->m = m;
+    }
+    if (nm->state == MOD_UNOPENED) {
+        nm->state = MOD_MISSING;
+        struct stat sb; /* never a device or a pipe named by a damaged trace */
+        if ((m->path[0] == '/' || m->path[0] == '.') && stat(m->path, &sb) == 0 &&
+            S_ISREG(sb.st_mode)) {
+            nm->dwfl = dwfl_begin(&callbacks);
+            if (nm->dwfl) {
+                nm->mod = dwfl_report_elf(nm->dwfl, frp_module_file(m->path), m->path, -1, 0, true);
+                dwfl_report_end(nm->dwfl, NULL, NULL);
+            }
+            if (nm->mod) {
+                const unsigned char *bits;
+                GElf_Addr vaddr;
+                int len = dwfl_module_build_id(nm->mod, &bits, &vaddr);
+                if (len < 0) len = 0;
+                if ((uint32_t)len != m->build_id_len ||
+                    (len && memcmp(bits, m->build_id, (size_t)len) != 0))
+                    nm->state = MOD_OTHER_BUILD;
+                else
+                    nm->state = MOD_OK;
+            }
+        }
+    }
+    return nm->state == MOD_OK || nm->state == MOD_NO_LINES ? nm : NULL;
+}
+
+/* The symbol of a site the trace has no name for (it recorded "0x..."). */
+static char *lookup_symbol(struct frp_report *r, const struct frp_process *p,
+                           const struct frp_site_meta *meta)
+{
+    if (!meta->module || meta->module > p->nmodules) return NULL;
+    const struct frp_module *m = &p->modules[meta->module - 1];
+    struct nmod *nm = open_module(r, m);
+    if (!nm) return NULL;
+    const char *s = dwfl_module_addrname(nm->mod, meta->func - m->base);
+    return s ? strdup(s) : NULL;
+}
+
+int frp_report_names(struct frp_report *r, enum frp_demangle mode, int show_module)
+{
+    struct frp_names *ns = names_of(r);
+    if (!ns) return FTR_E_NOMEM;
+    ns->mode = mode;
+    ns->show_module = show_module;
+    for (uint32_t i = 0; i < r->nprocs; i++) { /* made again on first use */
+        struct frp_process *p = r->procs[i];
+        if (p->nsites) memset(p->sites, 0, (size_t)p->nsites * sizeof *p->sites);
+    }
+    return FTR_OK;
+}
+
+struct frp_name frp_display_name(struct frp_report *r, const struct frp_process *p, uint32_t site)
+{
+    const struct frp_site_meta *meta = &p->meta[site];
+    struct frp_names *ns = r->names;
+    enum frp_demangle mode = ns ? ns->mode : FRP_DEMANGLE_NONE;
+    int show_module = ns && ns->show_module;
+    char *sym = NULL;
+    if (meta->raw[0] == '0' && meta->raw[1] == 'x') sym = lookup_symbol(r, p, meta);
+    const char *raw = sym ? sym : meta->raw;
+    char *dem = frp_demangle(raw, mode);
+    const char *name = dem ? dem : raw;
+    const char *mod = NULL;
+    if (show_module && meta->module && meta->module <= p->nmodules)
+        mod = frp_module_file(p->modules[meta->module - 1].path);
+    if (name == meta->raw && !mod) return (struct frp_name){meta->raw, (uint32_t)strlen(meta->raw)};
+    size_t nlen = strlen(name), mlen = mod ? strlen(mod) + 1 : 0;
+    char *tmp = malloc(nlen + mlen + 1);
+    const char *d = NULL;
+    if (tmp) {
+        memcpy(tmp, name, nlen);
+        if (mod) {
+            tmp[nlen] = '@';
+            memcpy(tmp + nlen + 1, mod, mlen - 1);
+        }
+        d = frp_report_strdup(r, tmp, nlen + mlen);
+    }
+    free(tmp);
+    free(dem);
+    free(sym);
+    return d ? (struct frp_name){d, (uint32_t)(nlen + mlen)} : (struct frp_name){0};
+}
+
+/* ---- source lines ---- */
+
+static const char *find_srcline(struct frp_report *r, const struct frp_process *owner,
+                                const struct frp_site_meta *meta)
+{
+    if (!meta->module || meta->module > owner->nmodules) return NOSRC;
+    const struct frp_module *m = &owner->modules[meta->module - 1];
+    struct nmod *nm = open_module(r, m);
+    if (!nm) return NOSRC;
+    Dwarf_Addr addr = meta->func - m->base, bias = 0;
+    const char *file = NULL;
+    int lineno = 0;
+    /* the declaration of the function whose code holds addr, else the line table's row */
+    Dwarf_Die *cu = dwfl_module_addrdie(nm->mod, addr, &bias);
+    Dwarf_Die *scopes = NULL;
+    int nscopes = cu ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
+    for (int i = 0; i < nscopes && !file; i++) {
+        if (dwarf_tag(&scopes[i]) != DW_TAG_subprogram) continue;
+        file = dwarf_decl_file(&scopes[i]);
+        if (file && dwarf_decl_line(&scopes[i], &lineno) != 0) file = NULL;
+        break;
+    }
+    free(scopes);
+    if (!file) {
+        Dwfl_Line *line = dwfl_module_getsrc(nm->mod, addr);
+        file = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
+    }
+    if (!file) {
+        if (!nm->lines_found) nm->state = MOD_NO_LINES;
+        return NOSRC;
+    }
+    if (nm->state == MOD_NO_LINES) nm->state = MOD_OK;
+    nm->lines_found = 1;
+    char tmp[4096];
+    int n = snprintf(tmp, sizeof tmp, "%s:%d", file, lineno);
+    if (n < 0) return NOSRC;
+    const char *s = frp_report_strdup(r, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+    return s ? s : NOSRC;
+}
+
+const char *frp_srcline(struct frp_report *r, const struct frp_process *p, uint32_t site)
+{
+    const struct frp_process *owner = p;
+    const struct frp_site_meta *meta = frp_site_meta(p, site, &owner);
+    if (!meta) return NULL;
+    struct frp_names *ns = names_of(r);
+    if (!ns) return NULL;
+    if (!ns->src) {
+        ns->src = calloc(r->nprocs + 1, sizeof *ns->src);
+        ns->srcn = calloc(r->nprocs + 1, sizeof *ns->srcn);
+        if (!ns->src || !ns->srcn) return NULL;
+        ns->nprocs = r->nprocs;
+    }
+    uint32_t pi = owner->idx;
+    if (pi >= ns->nprocs) return NULL;
+    if (site >= ns->srcn[pi]) {
+        uint32_t n = owner->nsites;
+        const char **a = realloc(ns->src[pi], (size_t)n * sizeof *a);
+        if (!a) return NULL;
+        memset(a + ns->srcn[pi], 0, (size_t)(n - ns->srcn[pi]) * sizeof *a);
+        ns->src[pi] = a;
+        ns->srcn[pi] = n;
+    }
+    const char **slot = &ns->src[pi][site];
+    if (!*slot) *slot = find_srcline(r, owner, meta);
+    return *slot == NOSRC ? NULL : *slot;
+}
+
+void frp_names_warnings(struct frp_report *r, FILE *f)
+{
+    struct frp_names *ns = r->names;
+    for (size_t i = 0; ns && i < ns->n; i++) {
+        const struct nmod *nm = &ns->mods[i];
+        const char *why = nm->state == MOD_MISSING       ? "file not found"
+                          : nm->state == MOD_OTHER_BUILD ? "the file is another build (build-id "
+                                                           "differs from the trace's)"
+                          : nm->state == MOD_NO_LINES    ? "no DWARF line information (build "
+                                                           "with -g)"
+                                                         : NULL;
+        if (why) fprintf(f, "ftrace-report: no source lines for %s: %s\n", nm->m->path, why);
+    }
+}
+
+void frp_names_free(struct frp_report *r)
+{
+    struct frp_names *ns = r->names;
+    if (!ns) return;
+    for (size_t i = 0; i < ns->n; i++)
+        if (ns->mods[i].dwfl) dwfl_end(ns->mods[i].dwfl);
+    for (uint32_t i = 0; ns->src && i < ns->nprocs; i++)
+        free(ns->src[i]);
+    free(ns->src);
+    free(ns->srcn);
+    free(ns->mods);
+    free(ns);
+    r->names = NULL;
+}

@@ -1,0 +1,383 @@
+/*
+ * test_report_input.c - ftrace-report on bad input (truncated, corrupt in the middle, another
+ * format, empty, a newer version), its number parsing, and the command line: exit statuses,
+ * messages, colours, the pager (under a pseudo-terminal).
+ */
+#define _GNU_SOURCE
+#include "test_report_fixture.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <pty.h>
+#include <sys/wait.h>
+
+TestSuite(input, .fini = fx_cleanup);
+
+/* ---------------------------------------------------------------- numbers */
+
+Test(input, parse_duration)
+{
+    static const struct {
+        const char *s;
+        uint64_t ns;
+    } ok[] = {
+        {"10us", 10000}, {"1.5ms", 1500000}, {"2s", 2000000000ull}, {"300ns", 300},
+        {"0", 0},        {"0.25us", 250},    {".5s", 500000000},    {"1.0000000009s", 1000000000}};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        uint64_t v = 7;
+        cr_assert_eq(frp_parse_duration(ok[i].s, ok[i].s + strlen(ok[i].s), &v), 0, "%s", ok[i].s);
+        cr_assert_eq(v, ok[i].ns, "%s: %llu", ok[i].s, (unsigned long long)v);
+    }
+    static const char *const bad[] = {
+        "", "10", "us", "1.5", "10 us", "-1ms", "1e3us", "5m", "99999999999999999999s"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        uint64_t v;
+        cr_assert_eq(frp_parse_duration(bad[i], bad[i] + strlen(bad[i]), &v), -1, "%s", bad[i]);
+    }
+}
+
+Test(input, fmt_time)
+{
+    char b[40];
+    frp_fmt_time(b, 0);
+    cr_assert_str_eq(b, "       0 ns");
+    frp_fmt_time(b, 999);
+    cr_assert_str_eq(b, "     999 ns");
+    frp_fmt_time(b, 1000);
+    cr_assert_str_eq(b, "   1.000 us");
+    frp_fmt_time(b, 12206);
+    cr_assert_str_eq(b, "  12.206 us");
+    frp_fmt_time(b, 999999999);
+    cr_assert_str_eq(b, " 999.999 ms");
+    frp_fmt_time(b, 3000000000ull);
+    cr_assert_str_eq(b, "   3.000  s");
+    cr_assert_eq(frp_ns_to_ticks(1000, 1e9 / 3e9), 3000);
+    cr_assert_eq(frp_ns_to_ticks(1, 0.4), 3); /* rounded up */
+}
+
+/* ---------------------------------------------------------------- bad files */
+
+static size_t chunk_offset(const struct ftr_buf *f, int type, int nth)
+{
+    const char *path = fx_write(f->data, f->len);
+    struct ftr_reader *rd;
+    cr_assert_eq(ftr_reader_open(path, &rd), FTR_OK);
+    struct ftr_chunk_hdr h;
+    uint64_t off, found = 0;
+    while (ftr_reader_next(rd, &h, &off) == FTR_OK)
+        if (h.type == type && nth-- == 0) {
+            found = off;
+            break;
+        }
+    ftr_reader_close(rd);
+    cr_assert(found);
+    return found;
+}
+
+static char *graph_and_note(const void *p, size_t n, char *note, size_t note_len)
+{
+    const char *path = fx_write(p, n);
+    struct frp_report *r;
+    int rc = frp_report_open(path, &r);
+    cr_assert_eq(rc, FTR_OK, "%s", ftr_strerror(rc));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    struct frp_stats st;
+    cr_assert_eq(frp_render(r, FRP_GRAPH, NULL, f, &st), FTR_OK);
+    fclose(f);
+    frp_report_note(r, &st, note, note_len);
+    frp_report_close(r);
+    return text;
+}
+
+Test(input, truncated_inside_events_keeps_the_start)
+{
+    struct tb b;
+    fx_example(&b);
+    /* cut in the middle of the main thread's second EVENTS chunk */
+    size_t off = chunk_offset(&b.f, FTR_CHUNK_EVENTS, 2);
+    char note[256];
+    char *text = graph_and_note(b.f.data, off + FTR_CHUNK_HEADER_SIZE + 3, note, sizeof note);
+    cr_assert_not_null(strstr(text, "  4242)               |      leaf() {\n"), "%s", text);
+    cr_assert_not_null(strstr(text, "  4243)     3.800 us  |  } /* worker */\n"), "%s", text);
+    cr_assert_null(strstr(text, "xpread"));
+    cr_assert_str_eq(note, "trace truncated (the program was killed?)");
+    free(text);
+    ftr_buf_free(&b.f);
+}
+
+Test(input, corrupt_frame_in_the_middle)
+{
+    struct tb b;
+    fx_example(&b);
+    size_t off = chunk_offset(&b.f, FTR_CHUNK_EVENTS, 0); /* the main thread's first chunk */
+    b.f.data[off + FTR_CHUNK_HEADER_SIZE + 9] ^= 0x5a;
+    char note[256];
+    char *text = graph_and_note(b.f.data, b.f.len, note, sizeof note);
+    /* what follows is still shown; the second chunk's exits have no entries */
+    cr_assert_not_null(strstr(text, "  4243)     3.800 us  |  } /* worker */\n"), "%s", text);
+    cr_assert_not_null(strstr(text, "  4242) ! 164.724 us  |  xpread();\n"), "%s", text);
+    cr_assert_str_eq(note, "skipped 1 corrupt chunk; skipped 3 unmatched exits");
+    free(text);
+    ftr_buf_free(&b.f);
+}
+
+Test(input, garbage_between_chunks)
+{
+    struct tb b;
+    fx_example(&b);
+    size_t off = chunk_offset(&b.f, FTR_CHUNK_EVENTS, 1);
+    struct ftr_buf g = {0};
+    ftr_buf_append(&g, b.f.data, off);
+    static const char junk[] = "#### not a chunk ####";
+    ftr_buf_append(&g, junk, sizeof junk - 1);
+    ftr_buf_append(&g, b.f.data + off, b.f.len - off);
+    char note[256];
+    char *text = graph_and_note(g.data, g.len, note, sizeof note);
+    cr_assert_not_null(strstr(text, "  4242) ! 164.724 us  |  xpread();\n"));
+    cr_assert_str_eq(note, "skipped 21 damaged bytes");
+    free(text);
+    ftr_buf_free(&g);
+    ftr_buf_free(&b.f);
+}
+
+Test(input, unreadable_files)
+{
+    struct frp_report *r;
+    cr_assert_eq(frp_report_open(fx_write("", 0), &r), FTR_E_EMPTY);
+    static const uint8_t elf[] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    cr_assert_eq(frp_report_open(fx_write(elf, sizeof elf), &r), FTR_E_NOT_TRACE);
+    cr_assert_eq(frp_report_open(fx_write("FTRACE\x1a", 7), &r), FTR_E_TRUNCATED);
+    struct tb b;
+    fx_example(&b);
+    b.f.data[8] = 2; /* major 2 */
+    cr_assert_eq(frp_report_open(fx_write(b.f.data, b.f.len), &r), FTR_E_VERSION);
+    b.f.data[8] = 1;
+    b.f.data[10] = 9; /* minor 9: compatible */
+    cr_assert_eq(frp_report_open(fx_write(b.f.data, b.f.len), &r), FTR_OK);
+    cr_assert_eq(r->version_minor, 9);
+    frp_report_close(r);
+    /* only the file header and damage: nothing readable */
+    cr_assert_eq(frp_report_open(fx_write(b.f.data, FTR_FILE_HEADER_SIZE + 30), &r),
+                 FTR_E_TRUNCATED);
+    ftr_buf_free(&b.f);
+}
+
+/* ---------------------------------------------------------------- the command line */
+
+static char report_bin[PATH_MAX];
+
+static void find_bin(void)
+{
+    char self[PATH_MAX - 32];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    cr_assert(n > 0);
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    *slash = 0;
+    snprintf(report_bin, sizeof report_bin, "%s/../ftrace-report", self);
+    if (access(report_bin, X_OK) != 0) cr_skip_test("%s not built", report_bin);
+}
+
+struct run {
+    int status;
+    char out[65536], err[4096];
+};
+
+/* Runs ftrace-report with args (NULL-terminated) and env additions, stdout/stderr to pipes. */
+static void run(struct run *res, const char *const *args, const char *const *env)
+{
+    char outp[] = "/tmp/ftr_cli_out_XXXXXX", errp[] = "/tmp/ftr_cli_err_XXXXXX";
+    int of = mkstemp(outp), ef = mkstemp(errp);
+    cr_assert(of >= 0 && ef >= 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(of, 1);
+        dup2(ef, 2);
+        for (const char *const *e = env; e && *e; e++)
+            putenv((char *)*e);
+        const char *argv[32] = {report_bin};
+        for (int i = 0; args[i] && i < 30; i++)
+            argv[i + 1] = args[i];
+        execv(report_bin, (char **)argv);
+        _exit(99);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    res->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    ssize_t n = pread(of, res->out, sizeof res->out - 1, 0);
+    res->out[n > 0 ? n : 0] = 0;
+    n = pread(ef, res->err, sizeof res->err - 1, 0);
+    res->err[n > 0 ? n : 0] = 0;
+    close(of);
+    close(ef);
+    unlink(outp);
+    unlink(errp);
+}
+
+static const char *example_file(void)
+{
+    struct tb b;
+    fx_example(&b);
+    const char *path = fx_write(b.f.data, b.f.len);
+    ftr_buf_free(&b.f);
+    return path;
+}
+
+Test(input, cli_exit_statuses)
+{
+    find_bin();
+    struct run r;
+    const char *path = example_file();
+    run(&r, (const char *[]){path, NULL}, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_not_null(strstr(r.out, "  4242) ! 164.724 us  |  xpread();\n"));
+    cr_assert_str_eq(r.err, "");
+
+    static const char *const usage[][4] = {
+        {"--bogus", NULL},
+        {"--threshold=10", NULL},
+        {"--summary", "--chrome", NULL},
+        {"--sort=calls", NULL},
+        {"--time-range=2ms-1ms", NULL},
+        {"--max-depth=0", NULL},
+        {"--color=sometimes", NULL},
+        {"--summary=x", NULL},
+        {"--demangle=weird", NULL},
+        {"--tid", NULL},
+        {"a", "b", NULL},
+        {"--sort=size", "--summary", NULL},
+    };
+    for (size_t i = 0; i < sizeof usage / sizeof *usage; i++) {
+        run(&r, usage[i], NULL);
+        cr_assert_eq(r.status, 2, "%s: %d %s", usage[i][0], r.status, r.err);
+        cr_assert_not_null(strstr(r.err, "(see --help)\n"), "%s: %s", usage[i][0], r.err);
+    }
+    run(&r, (const char *[]){"--help", NULL}, NULL);
+    cr_assert_eq(r.status, 0);
+    cr_assert_not_null(strstr(r.out, "--flamegraph=OUT.svg"));
+
+    run(&r, (const char *[]){"/nonexistent.ftr", NULL}, NULL);
+    cr_assert_eq(r.status, 1);
+    cr_assert_str_eq(r.err, "ftrace-report: /nonexistent.ftr: No such file or directory\n");
+    run(&r, (const char *[]){fx_write("", 0), NULL}, NULL);
+    cr_assert_eq(r.status, 1);
+    cr_assert_not_null(strstr(r.err, ": empty trace file\n"), "%s", r.err);
+    run(&r, (const char *[]){fx_write("GIF89a......", 12), NULL}, NULL);
+    cr_assert_eq(r.status, 1);
+    cr_assert_not_null(strstr(r.err, ": not an ftrace-run trace file\n"), "%s", r.err);
+
+    path = example_file();
+    run(&r, (const char *[]){"--callgraph=nosuch", path, NULL}, NULL);
+    cr_assert_eq(r.status, 1);
+    cr_assert_not_null(strstr(r.err, ": no call of 'nosuch' in the trace\n"), "%s", r.err);
+    run(&r, (const char *[]){"--tid=77", path, NULL}, NULL);
+    cr_assert_eq(r.status, 1);
+    cr_assert_not_null(strstr(r.err, ": no thread 77\n"), "%s", r.err);
+#ifdef FRP_HAVE_FILTER
+    run(&r, (const char *[]){"--filter=wroker", path, NULL}, NULL);
+    cr_assert_eq(r.status, 1);
+    cr_assert_not_null(strstr(r.err, "no function matches the filter 'wroker'; did you mean: "
+                                     "worker?\n"),
+                       "%s", r.err);
+    run(&r, (const char *[]){"--filter=@(", path, NULL}, NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+#endif
+}
+
+Test(input, cli_truncated_file_reports_with_a_note)
+{
+    find_bin();
+    struct tb b;
+    fx_example(&b);
+    size_t off = chunk_offset(&b.f, FTR_CHUNK_EVENTS, 2);
+    const char *path = fx_write(b.f.data, off + 50);
+    ftr_buf_free(&b.f);
+    struct run r;
+    run(&r, (const char *[]){"--summary", path, NULL}, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_not_null(strstr(r.out, "  worker\n"));
+    cr_assert_str_eq(r.err, "ftrace-report: trace truncated (the program was killed?)\n");
+}
+
+Test(input, cli_colors)
+{
+    find_bin();
+    const char *path = example_file();
+    struct run r;
+    run(&r, (const char *[]){path, NULL}, NULL); /* not a terminal: none */
+    cr_assert_null(strchr(r.out, '\033'));
+    run(&r, (const char *[]){"--color=always", path, NULL}, NULL);
+    cr_assert_not_null(strstr(r.out, "\033[33m! 164.724 us\033[0m"));
+    run(&r, (const char *[]){"--color=always", path, NULL}, (const char *[]){"NO_COLOR=1", NULL});
+    cr_assert_not_null(strchr(r.out, '\033')); /* the option wins */
+}
+
+/* Under a pseudo-terminal: colours on, the output through $PAGER; NO_COLOR; --no-pager. */
+static void on_pty(const char *const *args, const char *const *env, char *out, size_t n,
+                   int *status)
+{
+    int master;
+    pid_t pid = forkpty(&master, NULL, NULL, NULL);
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        for (const char *const *e = env; e && *e; e++)
+            putenv((char *)*e);
+        const char *argv[16] = {report_bin};
+        for (int i = 0; args[i] && i < 14; i++)
+            argv[i + 1] = args[i];
+        execv(report_bin, (char **)argv);
+        _exit(99);
+    }
+    size_t len = 0;
+    for (;;) {
+        ssize_t got = read(master, out + len, n - 1 - len);
+        if (got <= 0) break; /* EIO once the child is gone */
+        len += (size_t)got;
+    }
+    out[len] = 0;
+    int st;
+    waitpid(pid, &st, 0);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    close(master);
+}
+
+Test(input, cli_pager_and_tty)
+{
+    find_bin();
+    const char *path = example_file();
+    char paged[] = "/tmp/ftr_paged_XXXXXX";
+    int fd = mkstemp(paged);
+    cr_assert(fd >= 0);
+    close(fd);
+    char pager[128], tty[65536];
+    snprintf(pager, sizeof pager, "PAGER=cat > %s", paged);
+    int status;
+    on_pty((const char *[]){path, NULL}, (const char *[]){pager, "NO_COLOR=", NULL}, tty,
+           sizeof tty, &status);
+    cr_assert_eq(status, 0, "%s", tty);
+    cr_assert_null(strstr(tty, "xpread"), "not paged: %s", tty);
+    FILE *f = fopen(paged, "r");
+    char text[65536];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = 0;
+    fclose(f);
+    cr_assert_not_null(strstr(text, "\033[33m! 164.724 us\033[0m  |  xpread();\n"), "%s", text);
+
+    /* the summary goes through the pager too, once computed */
+    on_pty((const char *[]){"--summary", path, NULL}, (const char *[]){pager, NULL}, tty,
+           sizeof tty, &status);
+    f = fopen(paged, "r");
+    n = fread(text, 1, sizeof text - 1, f);
+    text[n] = 0;
+    fclose(f);
+    cr_assert_not_null(strstr(text, "  xpread\n"), "%s", text);
+
+    on_pty((const char *[]){"--no-pager", path, NULL}, (const char *[]){"NO_COLOR=1", NULL}, tty,
+           sizeof tty, &status);
+    cr_assert_eq(status, 0);
+    cr_assert_not_null(strstr(tty, "! 164.724 us  |  xpread();"), "%s", tty);
+    cr_assert_null(strchr(tty, '\033'), "coloured despite NO_COLOR: %s", tty);
+    unlink(paged);
+}
