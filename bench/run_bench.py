@@ -11,7 +11,8 @@ Reports medians over rounds, and per call: (median(N) - median(near-zero)) / (ca
 calls(near-zero)), i.e. with the fixed start-up cost subtracted. See docs/performance.md.
 
     python3 bench/run_bench.py --build-dir build            # full run, 5 rounds
-    python3 bench/run_bench.py --build-dir build --quick    # smoke test, ~1 minute
+    python3 bench/run_bench.py --build-dir build --quick    # smoke test, ~15 s
+    python3 bench/run_bench.py --build-dir build --disabled --only disabled  # --disabled alone
 
 stdlib only. Needs gcc (clang with --clang) and, for its rows, uftrace.
 """
@@ -27,6 +28,10 @@ PEERS_MINIMAL_HOOK_NS = {"calls": 36, "calls3": 38, "fib": 40, "mt": 38, "mixed"
 TARGET_VS_MINIMAL = 1.5    # (a) a traced call costs at most 1.5x the minimal hook
 TARGET_VS_UFTRACE = 0.10   # (b) at most a tenth of uftrace's per-call cost
 TARGET_BYTES_PER_CALL = 1  # (d) on fib and calls
+# (e) `ftrace-run --disabled` (every site a NOP) runs within noise of the uninstrumented build.
+# --disabled runs these builds so; each is compared with baseline(build) run untraced, and with
+# the same build run untraced (for -pg builds that one pays glibc's mcount).
+DISABLED_BUILDS = ["pgnop", "pfe5", "pg", "pgfentry", "clang_pfe5", "clang_pgfentry"]
 
 COMMON = ["-O2", "-g", "-fno-inline", "-fno-omit-frame-pointer"]
 # flag set: (compiler, compile flags, link flags), as in shared/workloads/README.md; the NOP
@@ -68,7 +73,7 @@ class Config:
     def __init__(self, tool, build, extra=(), env=None):
         self.tool, self.build, self.extra, self.env = tool, build, list(extra), env or {}
         label = "".join(f" {k.replace('FTRACE_', '')}={v}" for k, v in self.env.items())
-        self.name = f"{tool}{label}:{build}"
+        self.name = f"{tool}{''.join(' ' + x for x in self.extra)}{label}:{build}"
 
 
 def make_configs(a):
@@ -80,15 +85,22 @@ def make_configs(a):
     cfgs = [Config("none", b) for b in untraced] + [Config("ftrace-run", b) for b in traced]
     for kv in a.ftrace_env:  # e.g. FTRACE_BUFSIZE=256: a tuning variant beside the default
         cfgs.append(Config("ftrace-run", "pgfentry", env=dict([kv.split("=", 1)])))
+    if a.disabled:  # every site a NOP: compared with the uninstrumented build (DISABLED_BUILDS)
+        cfgs += [Config("ftrace-run", b, ["--disabled"]) for b in DISABLED_BUILDS
+                 if a.clang or not b.startswith("clang")]
     cfgs.append(Config("minhook", "pgfentry"))
     if shutil.which("uftrace"):
         cfgs.append(Config("uftrace", "pgfentry"))
         if a.uftrace_no_libcall:
-            cfgs.append(Config("uftrace-nolibcall", "pgfentry", ["--no-libcall"]))
+            cfgs.append(Config("uftrace", "pgfentry", ["--no-libcall"]))
     else:
         print("warning: uftrace not found, its rows are left out", file=sys.stderr)
-    if a.only:
-        cfgs = [c for c in cfgs if re.search(a.only, c.name) or c.name in ("none:base", "ftrace-run:pgfentry")]
+    if a.only:  # the references, and what a kept --disabled run is compared with, stay
+        keep = {"none:base", "ftrace-run:pgfentry"}
+        for c in cfgs:
+            if re.search(a.only, c.name) and c.extra == ["--disabled"]:
+                keep |= {"none:" + baseline(c.build), "none:" + c.build}
+        cfgs = [c for c in cfgs if re.search(a.only, c.name) or c.name in keep]
     return cfgs
 
 
@@ -152,7 +164,7 @@ def run_one(a, cfg, w, n, minhook):
     out = os.path.join(a.work_dir, "out", "trace")
     err = os.path.join(a.work_dir, "out", "stderr")
     if cfg.tool == "ftrace-run":
-        cmd = [os.path.join(a.build_dir, "ftrace-run"), "-o", out] + argv
+        cmd = [os.path.join(a.build_dir, "ftrace-run"), "-o", out] + cfg.extra + argv
     elif cfg.tool.startswith("uftrace"):
         cmd = ["uftrace", "record", "-d", out] + cfg.extra + argv
     elif cfg.tool == "minhook":
@@ -237,10 +249,51 @@ def analyse(cfgs, wls, sizes, samples):
             r[c.name, w] = {
                 "cpu_ns": (cpuN - cpu0) / dc * 1e9, "wall_ns": (wallN - wall0) / dc * 1e9,
                 "cpu0_ms": cpu0 * 1e3, "wall0_ms": wall0 * 1e3, "cpuN_s": cpuN, "wallN_s": wallN,
-                "spread": (max(cpus) - min(cpus)) / 2 / cpuN if cpuN else 0,
+                "spread": (max(cpus) - min(cpus)) / 2 / cpuN if cpuN else 0, "dc": dc,
                 "bpc": (bN - b0) / dc if bN is not None and b0 is not None else None,
                 "lost": sum(x["lost"] for x in sN + s0)}
     return calls, notes, r
+
+
+def baseline(b):
+    """The uninstrumented build that b is compared with: same compiler, same PIE-ness."""
+    return ("clang_base" if b.startswith("clang") else
+            "base_nopie" if b in ("pgnop", "pgfentry_nopie") else "base")
+
+
+def disabled_rows(cfgs, wls, r):
+    """(e): ftrace-run --disabled against the uninstrumented build, per call and whole run."""
+    dis = [c for c in cfgs if "--disabled" in c.extra]
+    if not dis:
+        return []
+    L = ["### --disabled against the uninstrumented build", "",
+         "Per call: CPU ns per call over the uninstrumented baseline (fixed cost subtracted); in "
+         "brackets the noise, half the range of the baseline's own CPU(N) samples in ns per call, "
+         "and the same build run untraced (for -pg builds: glibc's mcount). Whole run: median "
+         "CPU(N) and wall(N) over the baseline's, start-up included.", "",
+         "| configuration (baseline) | " + " | ".join(wls) + " |", "|---|" + "---|" * len(wls)]
+    for c in dis:
+        bn = "none:" + baseline(c.build)
+        cells = []
+        for w in wls:
+            x, b, u = r.get((c.name, w)), r.get((bn, w)), r.get(("none:" + c.build, w))
+            if not x or not b:
+                cells.append("–")
+                continue
+            noise = b["spread"] * b["cpuN_s"] / b["dc"] * 1e9
+            cell = f"{x['cpu_ns'] - b['cpu_ns']:+.2f} (±{noise:.2f}"
+            if u and c.build != baseline(c.build):
+                cell += f"; untraced {u['cpu_ns'] - b['cpu_ns']:+.2f}"
+            cells.append(cell + ")")
+        L.append(f"| {c.name} ({baseline(c.build)}) per call | " + " | ".join(cells) + " |")
+        cells = []
+        for w in wls:
+            x, b = r.get((c.name, w)), r.get((bn, w))
+            cells.append(f"{x['cpuN_s'] / b['cpuN_s']:.2f} / {x['wallN_s'] / b['wallN_s']:.2f}"
+                         if x and b else "–")
+        L.append(f"| {c.name} ({baseline(c.build)}) whole run, CPU / wall | "
+                 + " | ".join(cells) + " |")
+    return L + [""]
 
 
 def fmt(x, d=1):
@@ -295,13 +348,13 @@ def report(a, cfgs, wls, sizes, calls, notes, r, machine):
     for c in cfgs:
         if c.tool != "none" or c.build.endswith("base") or c.build == "base_nopie":
             continue
-        basename = ("clang_base" if c.build.startswith("clang") else
-                    "base_nopie" if c.build in ("pgnop", "pgfentry_nopie") else "base")
+        basename = baseline(c.build)
         cells = [fmt(get(c.name, w) - get("none:" + basename, w), 2)
                  if get(c.name, w) is not None and get("none:" + basename, w) is not None
                  else "–" for w in wls]
         L.append(f"| {c.build} ({basename}) | " + " | ".join(cells) + " |")
-    L += ["", "### Ratios (CPU per call, ftrace-run on the pgfentry build)", "",
+    L += [""] + disabled_rows(cfgs, wls, r)
+    L += ["### Ratios (CPU per call, ftrace-run on the pgfentry build)", "",
           "| ratio (target) | " + " | ".join(wls) + " |", "|---|" + "---|" * len(wls)]
     fr = "ftrace-run:pgfentry"
     L.append(ratio_rows(wls, r, "ftrace-run / peers.md minimal hook", fr,
@@ -311,7 +364,7 @@ def report(a, cfgs, wls, sizes, calls, notes, r, machine):
     L.append(ratio_rows(wls, r, "ftrace-run / uftrace", fr,
                         lambda w: get("uftrace:pgfentry", w), TARGET_VS_UFTRACE))
     for c in cfgs:
-        if c.tool == "ftrace-run" and c.name != fr:
+        if c.tool == "ftrace-run" and c.name != fr and not c.extra:
             L.append(ratio_rows(wls, r, f"{c.name} / {fr}", c.name, lambda w: get(fr, w), "–", ""))
     return "\n".join(L) + "\n"
 
@@ -323,13 +376,22 @@ def machine_info(a):
             cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    rev = sh(["git", "-C", REPO, "rev-parse", "--short", "HEAD"])
-    dirty = " (+ uncommitted changes)" if sh(["git", "-C", REPO, "status", "--porcelain",
-                                              "--untracked-files=no"]) else ""
+    # the commit ftrace-run was built from: the build's source tree, not this script's
+    src = REPO
+    try:
+        with open(os.path.join(a.build_dir, "CMakeCache.txt")) as f:
+            src = next(l.split("=", 1)[1].strip() for l in f
+                       if l.startswith("CMAKE_HOME_DIRECTORY:"))
+    except (OSError, StopIteration):
+        pass
+    rev = sh(["git", "-C", src, "rev-parse", "--short", "HEAD"])
+    dirty = " (+ uncommitted changes)" if sh(["git", "-C", src, "status", "--porcelain",
+                                              "--untracked-files=no", "--", ".", ":!docs",
+                                              ":!bench/*.py"]) else ""
     info = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "cpu": f"{cpu}, {os.cpu_count()} cpus",
             "kernel": platform.release(), "gcc": sh(["gcc", "--version"]).splitlines()[0],
             "uftrace": sh(["uftrace", "--version"]) or "not found",
-            "ftrace-run": f"{rev}{dirty}, {a.build_dir}",
+            "ftrace-run": f"{rev}{dirty}, {a.build_dir} (from {src})",
             "trace files on": f"{a.work_dir} ({sh(['stat', '-f', '-c', '%T', a.work_dir])})",
             "command": "python3 bench/run_bench.py " + " ".join(sys.argv[1:])}
     blocks = sh([os.path.join(a.work_dir, "bin", "blocks")]).splitlines()
@@ -353,6 +415,9 @@ def main():
     p.add_argument("--uftrace-no-libcall", action="store_true", help="also uftrace --no-libcall")
     p.add_argument("--ftrace-env", action="append", default=[], metavar="VAR=VALUE",
                    help="also run ftrace-run on pgfentry with this variable set (repeatable)")
+    p.add_argument("--disabled", action="store_true",
+                   help="also ftrace-run --disabled on the NOP and -pg builds, against the "
+                        "uninstrumented build")
     p.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated subset")
     p.add_argument("--only", help="regex: configurations to run (plus the two references)")
     p.add_argument("--n", action="append", default=[], metavar="WL=N", help="override N")

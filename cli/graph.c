@@ -12,6 +12,7 @@
  * Options: a wall-clock time column (--abstime), leaves as "f() {" + "}" (--no-leaf-compact),
  * colours on the duration column by marker, the source line of each function (--srcline).
  */
+#define _GNU_SOURCE
 #include "report.h"
 
 #include <errno.h>
@@ -112,6 +113,18 @@ void frp_graph_header(struct frp_graph *g, const struct frp_process *p)
     else
         n = snprintf(line, sizeof line, "  ? calls (no end record)");
     frp_out_write(o, line, (size_t)n);
+    /* how it ended, when not a plain exit(0): the calls still open at the end are why */
+    n = 0;
+    if (p->has_end && p->end.how == FTR_END_SIGNAL) {
+        const char *abbrev = sigabbrev_np(p->end.code);
+        n = snprintf(line, sizeof line, "  killed by SIG%s", abbrev ? abbrev : "?");
+    } else if (p->has_end && p->end.how == FTR_END_EXIT && p->end.code != 0) {
+        n = snprintf(line, sizeof line, "  exit status %d", p->end.code);
+    } else if (p->has_end && p->end.how == FTR_END_EXEC) {
+        n = snprintf(line, sizeof line, "  replaced by exec");
+    }
+    if (n > 0)
+        frp_out_write(o, line, (size_t)n);
     if (p->clock_guessed) frp_out_lit(o, "  (clock rate unknown: durations are in ticks)");
     if (g->abstime) {
         frp_out_lit(o, "\n#        TIME       |   TID      DURATION          FUNCTION CALLS\n"

@@ -6,6 +6,7 @@
  * (even with FTRACE_QUIET) and leaves the program running untraced.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -240,6 +241,38 @@ static void on_exit_handler(int status, void *arg)
     ftr_finish(FTR_END_EXIT, status);
 }
 
+/* The exit status reaches on_exit() handlers only, and they run in the reverse order of their
+ * registration. Registered in our constructor, ours would come after the dynamic linker's
+ * (registered later, by __libc_start_main), whose destructor pass would finish the trace first
+ * and without the status. So __libc_start_main is wrapped to register ours from inside, just
+ * before main. Binaries linked against glibc < 2.34 pass init/fini and expect that version. */
+typedef int (*main_fn)(int, char **, char **);
+typedef int (*start_fn)(main_fn, int, char **, void (*)(void), void (*)(void), void (*)(void),
+                        void *);
+static main_fn real_main;
+
+static int main_wrapper(int argc, char **argv, char **envp)
+{
+    if (ftr_g.ready)
+        on_exit(on_exit_handler, NULL);
+    return real_main(argc, argv, envp);
+}
+
+__attribute__((visibility("default"))) int __libc_start_main(main_fn main, int argc, char **argv,
+                                                             void (*init)(void),
+                                                             void (*fini)(void),
+                                                             void (*rtld_fini)(void),
+                                                             void *stack_end)
+{
+    start_fn next = NULL;
+    if (init)
+        next = (start_fn)dlvsym(RTLD_NEXT, "__libc_start_main", "GLIBC_2.2.5");
+    if (!next)
+        next = (start_fn)dlsym(RTLD_NEXT, "__libc_start_main");
+    real_main = main;
+    return next(main_wrapper, argc, argv, init, fini, rtld_fini, stack_end);
+}
+
 __attribute__((destructor)) static void ftr_fini(void) { ftr_finish(FTR_END_EXIT, 0); }
 
 /* _exit() skips atexit handlers and destructors; the trace must still be complete. */
@@ -378,7 +411,6 @@ __attribute__((constructor)) static void ftr_init(void)
     pthread_atfork(fork_prepare, fork_parent, ftr_child_after_fork);
     atomic_store(&ftr_g.recording, 1);
     ftr_g.ready = 1;
-    on_exit(on_exit_handler, NULL);
     install_fatal_handlers();
     if (ftr_modules_patch(err, sizeof err) < 0)
         ftr_msg("%s; running untraced", err);

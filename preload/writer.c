@@ -213,6 +213,7 @@ static void *writer_main(void *arg)
     (void)arg;
     ftr_thread_off();
     __atomic_store_n(&ftr_writer_tid, (uint32_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+    syscall(SYS_futex, &ftr_writer_tid, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
     write_process_chunk();
     flush_out();
     uint64_t next_flush = mono_ms() + ftr_g.flush_ms;
@@ -298,7 +299,7 @@ int ftr_writer_start(char *err, size_t errlen)
     }
     w_running = 1;
     while (!__atomic_load_n(&ftr_writer_tid, __ATOMIC_ACQUIRE)) /* the handshake skips it */
-        sched_yield();
+        syscall(SYS_futex, &ftr_writer_tid, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
     return 0;
 }
 

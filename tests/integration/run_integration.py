@@ -228,6 +228,11 @@ def check_report(report_bin, trace, work, checker):
     return rep.stdout
 
 
+# How the graph's header says each process ended (nothing: a plain exit(0) or return 0).
+HOW_ENDED = {"tree": "exit status 3", "ends-exit": "exit status 5", "ends-_exit": "exit status 6",
+             "ends-segv": "killed by SIGSEGV", "ends-abort": "killed by SIGABRT"}
+
+
 def run_case(flagset, opt, name, case, work, run_bin, report_bin):
     """Builds and checks one entry of CASES; prints ok/FAIL; returns True when it passed."""
     cc, cflags, ldflags, libflags = FLAGSETS[flagset]
@@ -242,7 +247,13 @@ def run_case(flagset, opt, name, case, work, run_bin, report_bin):
     try:
         trace = os.path.join(work, "%s-%s.ftr" % (name, opt))
         run_traced(exe, args, work, run_bin, trace)
-        check_report(report_bin, trace, work, checker)
+        text = check_report(report_bin, trace, work, checker)
+        hdr = text.splitlines()[0]
+        want_end = HOW_ENDED.get(name)
+        if want_end:
+            assert hdr.endswith(want_end), "header %r does not say %r" % (hdr, want_end)
+        else:
+            assert hdr.endswith("calls") or hdr.endswith("call"), "header: %r" % hdr
         print("ok   %s" % tag)
         return True
     except (AssertionError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
