@@ -15,6 +15,8 @@
  */
 #include "tracer.h"
 
+#define SIGNAL_FENCE() __atomic_signal_fence(__ATOMIC_SEQ_CST)
+
 /* Reserve one record: a single instruction, so a signal sees either before or after. */
 static inline struct ftr_rec *reserve(struct ftr_tls *t)
 {
@@ -37,24 +39,29 @@ void ftr_record_special(unsigned subtype, uint32_t arg)
 
 static void record_arg(struct ftr_tls *t, uint32_t head, uint64_t tsc, uint32_t arg)
 {
+    t->filling++; /* a nested run restores it; it tells the slow path a slot is in flight */
+    SIGNAL_FENCE();
     struct ftr_rec *r = reserve(t);
     if (unlikely(r >= t->end)) {
         /* Chunk full (or being replaced by a nested slow path): hand it off and retry once. */
         if (t->in_slow) {
             t->lost++;
-            return;
+            goto out;
         }
         ftr_call_saving(ftr_chunk_full_slow, NULL);
         r = reserve(t);
         if (unlikely(r >= t->end)) {
             t->lost++;
-            return;
+            goto out;
         }
     }
     /* plain moves on x86; atomics so that the writer's concurrent reads are defined */
     __atomic_store_n(&r->tsc, tsc, __ATOMIC_RELAXED);
     __atomic_store_n(&r->arg, arg, __ATOMIC_RELAXED);
     __atomic_store_n(&r->head, head, __ATOMIC_RELEASE); /* the writer may read it now */
+out:
+    SIGNAL_FENCE();
+    t->filling--;
 }
 
 /* Is a stack address on this thread's own stack? Entries hooked on another stack (a
@@ -65,7 +72,6 @@ static inline int own_stack(const struct ftr_tls *t, uintptr_t a)
     return a && ((a - t->stack_lo) < (t->stack_hi - t->stack_lo) || t->stack_hi == 0);
 }
 
-#define SIGNAL_FENCE() __atomic_signal_fence(__ATOMIC_SEQ_CST)
 
 /* A closed entry whose slot may still hold our return trampoline (a frame wrongly presumed
  * dead) is remembered, so that its return can still find where to go. */

@@ -104,6 +104,9 @@ static void thread_destructor(void *arg)
     t->in_slow = 1;
     t->state = FTR_T_OFF;
     pthread_mutex_lock(&reg_lock);
+    if (thr->held)
+        queue_full_locked(thr->held);
+    thr->held = NULL;
     if (thr->cur)
         queue_full_locked(thr->cur);
     thr->cur = NULL;
@@ -209,7 +212,13 @@ void ftr_chunk_full_slow(void *unused)
         __atomic_store_n(&t->end, next->rec + next->nrec, __ATOMIC_RELAXED);
     }
     pthread_mutex_lock(&reg_lock);
-    if (old)
+    if (thr->held && t->filling <= 1) { /* the interrupted record is written by now */
+        queue_full_locked(thr->held);
+        thr->held = NULL;
+    }
+    if (old && t->filling > 1 && !thr->held)
+        thr->held = old; /* a signal handler filled it while a record of ours was in flight */
+    else if (old)
         queue_full_locked(old);
     if (next) {
         thr->cur = next;
@@ -310,9 +319,21 @@ void ftr_threads_child_fork(void)
             thr->spare->next = free_chunks;
             free_chunks = thr->spare;
         }
+        if (thr->held) { /* the parent's records: the parent writes them */
+            memset(thr->held->rec, 0, thr->held->nrec * sizeof thr->held->rec[0]);
+            thr->held->next = free_chunks;
+            free_chunks = thr->held;
+        }
         free(thr);
     }
     threads = t->thr;
+    if (t->thr && t->thr->held) { /* the parent's records: the parent writes them */
+        struct ftr_chunk *h = t->thr->held;
+        memset(h->rec, 0, h->nrec * sizeof h->rec[0]);
+        h->next = free_chunks;
+        free_chunks = h;
+        t->thr->held = NULL;
+    }
     if (t->thr) {
         t->thr->next = NULL;
         t->thr->tid = (uint32_t)syscall(SYS_gettid);

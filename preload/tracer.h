@@ -57,6 +57,8 @@ struct ftr_tls {
     struct ftr_shadow *shadow_end;
     uint32_t state;                 /* enum ftr_tstate */
     uint32_t in_slow;               /* inside the slow path: nested hooks do not record */
+    uint32_t filling;               /* records being written (more than one: a signal handler
+                                       interrupted a record, whose slot is still empty) */
     struct ftr_thread *thr;         /* registry entry (threads.c) */
     uintptr_t stack_lo, stack_hi;   /* this thread's own stack (0, 0: unknown) */
     struct ftr_shadow *grave;       /* FTR_GRAVE_SIZE entries closed as dead, most recent last */
@@ -148,6 +150,8 @@ struct ftr_thread {
     struct ftr_tls *tls;      /* that thread's TLS block (its address is valid process-wide) */
     struct ftr_chunk *cur;    /* chunk being filled */
     struct ftr_chunk *spare;  /* the next one, ready: a full chunk is replaced without a lock */
+    struct ftr_chunk *held;   /* full, but a record interrupted by a signal is still to be
+                                 written into it: handed to the writer at the next chance */
     char name[16];
 };
 

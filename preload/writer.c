@@ -26,7 +26,8 @@ uint32_t ftr_writer_tid;
 static pthread_t writer_thread;
 static pthread_mutex_t w_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t w_cond = PTHREAD_COND_INITIALIZER;
-static int w_kick, w_stop, w_running;
+static int w_kick, w_running;
+static atomic_int w_stop; /* read outside w_lock too */
 static atomic_int w_sigstop; /* a fatal signal asks for the final flush (no locks there) */
 static atomic_int w_done;    /* the END chunk is written */
 static struct ftr_buf w_meta;           /* pre-encoded metadata chunks waiting to be written */
@@ -117,7 +118,7 @@ static void write_process_chunk(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
     uint64_t elapsed = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec - ftr_start_raw_ns;
-    if (elapsed < CALIBRATION_NS && !w_stop) {
+    if (elapsed < CALIBRATION_NS && !atomic_load(&w_stop)) {
         struct timespec d = {0, (long)(CALIBRATION_NS - elapsed)};
         nanosleep(&d, NULL);
     }
@@ -146,7 +147,7 @@ static void take_partial(struct ftr_thread *thr, void *arg)
     /* With a threshold, a short call's entry may still be taken back: leave records younger
      * than twice the threshold to the thread (hooks.c, rewind_short). */
     uint64_t hold = __atomic_load_n(&ftr_g.holdback_ticks, __ATOMIC_ACQUIRE);
-    uint64_t young = hold && !w_stop ? ftr_rdtsc() - 2 * hold : UINT64_MAX;
+    uint64_t young = hold && !atomic_load(&w_stop) ? ftr_rdtsc() - 2 * hold : UINT64_MAX;
     size_t from = c->flushed, i = from, n = 0;
     while (c->rec + i < limit && n < scratch_n) {
         struct ftr_rec *r = &c->rec[i];
@@ -219,7 +220,7 @@ static void *writer_main(void *arg)
     uint64_t next_flush = mono_ms() + ftr_g.flush_ms;
     for (;;) {
         pthread_mutex_lock(&w_lock);
-        while (!w_kick && !w_stop) {
+        while (!w_kick && !atomic_load(&w_stop)) {
             uint64_t now = mono_ms();
             if (now >= next_flush)
                 break;
@@ -230,7 +231,7 @@ static void *writer_main(void *arg)
             ts.tv_nsec = (long)(wait_ns % 1000000000u);
             pthread_cond_timedwait(&w_cond, &w_lock, &ts);
         }
-        int stop = w_stop || atomic_load(&w_sigstop);
+        int stop = atomic_load(&w_stop) || atomic_load(&w_sigstop);
         w_kick = 0;
         pthread_mutex_unlock(&w_lock);
 
@@ -265,7 +266,8 @@ void ftr_writer_reset(int after_fork)
         pthread_cond_init(&w_cond, NULL);
         enc = NULL; /* the parent's writer may have been inside it: start afresh (leaked) */
     }
-    w_kick = w_stop = w_running = 0;
+    w_kick = w_running = 0;
+    atomic_store(&w_stop, 0);
     atomic_store(&w_sigstop, 0);
     atomic_store(&w_done, 0);
     w_meta.len = 0;
@@ -309,7 +311,7 @@ void ftr_writer_stop(const struct ftr_end_info *end)
         return;
     pthread_mutex_lock(&w_lock);
     w_end = end;
-    w_stop = 1;
+    atomic_store(&w_stop, 1);
     pthread_cond_signal(&w_cond);
     pthread_mutex_unlock(&w_lock);
     pthread_join(writer_thread, NULL);
