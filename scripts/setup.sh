@@ -4,6 +4,11 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libelf-dev libdw-dev libzstd-dev libcriterion-dev
       python3 clang libclang-rt-14-dev)
+# CI (CI=true) or FTR_WITH_CHROMIUM=1 also installs Debian's Chromium, with which the flame
+# graph test renders the SVG headless; without it that test checks the SVG as XML only.
+if [[ ${CI:-} == true || ${FTR_WITH_CHROMIUM:-0} == 1 ]]; then
+  pkgs+=(chromium)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
