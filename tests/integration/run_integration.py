@@ -159,6 +159,11 @@ CASES = {
     "ends-segv": ("ends.c", ["segv"], check_trees(ENDS_TREE, ENDS_OPEN), "-pthread"),
     "ends-abort": ("ends.c", ["abort"], check_trees(ENDS_TREE, ENDS_OPEN), "-pthread"),
     "ends-thread": ("ends.c", ["thread"], check_ends_thread, "-pthread"),
+    "ends-fpe": ("ends.c", ["fpe"], check_trees(ENDS_TREE, ENDS_OPEN), "-pthread"),
+    "ends-texit": ("ends.c", ["texit"], check_trees(
+        [{"main": 1, "main;work": 1, "main;work;leaf": 3, "main;work;deep": 1,
+          "main;work;deep;waiter": 1}, {"exiter": 1}],
+        [["main", "work", "deep", "waiter"], ["exiter"]]), "-pthread"),
     "ctor-thread": ("ctor_thread.c", [], check_ctor_thread, "-pthread", "libspin.c"),
 }
 
@@ -230,7 +235,8 @@ def check_report(report_bin, trace, work, checker):
 
 # How the graph's header says each process ended (nothing: a plain exit(0) or return 0).
 HOW_ENDED = {"tree": "exit status 3", "ends-exit": "exit status 5", "ends-_exit": "exit status 6",
-             "ends-segv": "killed by SIGSEGV", "ends-abort": "killed by SIGABRT"}
+             "ends-segv": "killed by SIGSEGV", "ends-abort": "killed by SIGABRT",
+             "ends-fpe": "killed by SIGFPE", "ends-texit": "exit status 7"}
 
 
 def run_case(flagset, opt, name, case, work, run_bin, report_bin):

@@ -5,6 +5,9 @@
  *   segv    main -> work -> deep -> *NULL = 1      (killed by SIGSEGV)
  *   abort   main -> work -> deep -> abort()        (killed by SIGABRT)
  *   thread  a thread loops calling spin() while main -> work -> leaf x 3 returns
+ *   fpe     main -> work -> deep -> integer division by zero   (killed by SIGFPE)
+ *   texit   a thread: exiter -> exit(7) while main sleeps in main -> work -> deep -> waiter
+ *           (main, work, deep, waiter stay open; exiter too)
  * Every mode first prints a line and calls work() -> leaf() three times. */
 #include <pthread.h>
 #include <stdio.h>
@@ -15,6 +18,19 @@
 
 static volatile int sink;
 NOINLINE int leaf(int x) { return x + 1; }
+static volatile int zero;
+NOINLINE void waiter(void)
+{
+    for (;;)
+        pause();
+}
+NOINLINE void *exiter(void *arg)
+{
+    (void)arg;
+    usleep(20000);
+    fflush(stdout);
+    exit(7);
+}
 NOINLINE void deep(const char *mode)
 {
     fflush(stdout);
@@ -26,6 +42,13 @@ NOINLINE void deep(const char *mode)
         *(volatile int *)0 = 1;
     if (!strcmp(mode, "abort"))
         abort();
+    if (!strcmp(mode, "fpe"))
+        sink = sink / zero; /* (1 / x is compiled without a division) */
+    if (!strcmp(mode, "texit")) {
+        pthread_t t;
+        pthread_create(&t, NULL, exiter, NULL);
+        waiter();
+    }
 }
 NOINLINE int work(const char *mode)
 {
