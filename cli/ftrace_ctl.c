@@ -95,13 +95,11 @@ static void sleep_ms(unsigned ms)
 /* A decimal number in [lo, hi]. @return 0 or -1 */
 static int parse_long(const char *s, long lo, long hi, long *v)
 {
-    if (!*s || *s < '0' || *s > '9')
-        return -1;
+    if (!*s || *s < '0' || *s > '9') return -1;
     char *end;
     errno = 0;
     long x = strtol(s, &end, 10);
-    if (errno || *end || x < lo || x > hi)
-        return -1;
+    if (errno || *end || x < lo || x > hi) return -1;
     *v = x;
     return 0;
 }
@@ -113,8 +111,7 @@ static char *read_proc(const char *what, size_t *len)
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/%s", target_pid, what);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
+    if (fd < 0) return NULL;
     size_t cap = 8192, n = 0;
     char *buf = malloc(cap);
     for (;;) {
@@ -125,14 +122,12 @@ static char *read_proc(const char *what, size_t *len)
         }
         if (n + 1 >= cap) {
             char *bigger = realloc(buf, cap *= 2);
-            if (!bigger)
-                free(buf);
+            if (!bigger) free(buf);
             buf = bigger;
             continue;
         }
         ssize_t r = read(fd, buf + n, cap - n - 1);
-        if (r < 0 && errno == EINTR)
-            continue;
+        if (r < 0 && errno == EINTR) continue;
         if (r < 0) {
             int e = errno;
             free(buf);
@@ -140,14 +135,12 @@ static char *read_proc(const char *what, size_t *len)
             errno = e;
             return NULL;
         }
-        if (r == 0)
-            break;
+        if (r == 0) break;
         n += (size_t)r;
     }
     close(fd);
     buf[n] = 0;
-    if (len)
-        *len = n;
+    if (len) *len = n;
     return buf;
 }
 
@@ -156,8 +149,7 @@ static const char *status_field(const char *status, const char *name)
 {
     size_t nl = strlen(name);
     for (const char *l = status; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
-        if (!strncmp(l, name, nl) && l[nl] == ':')
-            return l + nl + 1;
+        if (!strncmp(l, name, nl) && l[nl] == ':') return l + nl + 1;
     return NULL;
 }
 
@@ -166,8 +158,7 @@ static const char *environ_get(const char *env, size_t len, const char *name)
 {
     size_t nl = strlen(name);
     for (size_t i = 0; i < len; i += strlen(env + i) + 1)
-        if (!strncmp(env + i, name, nl) && env[i + nl] == '=')
-            return env + i + nl + 1;
+        if (!strncmp(env + i, name, nl) && env[i + nl] == '=') return env + i + nl + 1;
     return NULL;
 }
 
@@ -175,8 +166,7 @@ static const char *environ_get(const char *env, size_t len, const char *name)
 static int has_preload(void)
 {
     char *maps = read_proc("maps", NULL);
-    if (!maps)
-        return -1;
+    if (!maps) return -1;
     int found = 0;
     const char *want = "/" FTR_PRELOAD_NAME;
     size_t wl = strlen(want);
@@ -193,8 +183,7 @@ static int has_preload(void)
 static char proc_state(void)
 {
     char *stat = read_proc("stat", NULL);
-    if (!stat)
-        return 0;
+    if (!stat) return 0;
     char *p = strrchr(stat, ')');
     char st = p && p[1] == ' ' ? p[2] : '?';
     free(stat);
@@ -217,14 +206,11 @@ static int same_owner(void)
 static int try_connect(const char *path)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof sa.sun_path)
-        return -ENAMETOOLONG;
+    if (strlen(path) >= sizeof sa.sun_path) return -ENAMETOOLONG;
     memcpy(sa.sun_path, path, strlen(path) + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0)
-        return fd;
+    if (fd < 0) return -errno;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) return fd;
     int e = errno;
     close(fd);
     return -e;
@@ -234,16 +220,14 @@ static int try_connect(const char *path)
  * (then ours), else the default; invalid values are ignored as the preload ignores them. */
 static int pick_signal(int opt_signal, const char *env, size_t envlen)
 {
-    if (opt_signal)
-        return opt_signal;
+    if (opt_signal) return opt_signal;
     const char *name = ftr_env_name(FTR_ENV_SIGNAL);
     const char *vals[2] = {env ? environ_get(env, envlen, name) : NULL, getenv(name)};
     for (int i = 0; i < 2; i++) {
         long v;
         if (vals[i] && *vals[i] && parse_long(vals[i], SIGRTMIN + 2, SIGRTMAX, &v) == 0)
             return (int)v;
-        if (vals[i] && *vals[i])
-            break; /* the process ignored its bad value too */
+        if (vals[i] && *vals[i]) break; /* the process ignored its bad value too */
     }
     return SIGRTMIN + FTR_CTL_DEFAULT_SIGNAL_OFFSET;
 }
@@ -252,8 +236,7 @@ static int pick_signal(int opt_signal, const char *env, size_t envlen)
 static int catches(const char *status, int sig)
 {
     const char *v = status_field(status, "SigCgt");
-    if (!v)
-        return 1; /* cannot tell: try */
+    if (!v) return 1; /* cannot tell: try */
     unsigned long long mask = strtoull(v, NULL, 16);
     return sig >= 1 && sig <= 64 && (mask >> (sig - 1) & 1);
 }
@@ -261,12 +244,10 @@ static int catches(const char *status, int sig)
 static int wake(int sig)
 {
     union sigval val = {.sival_int = FTR_CTL_WAKE};
-    if (sigqueue(target_pid, sig, val) == 0)
-        return 0;
+    if (sigqueue(target_pid, sig, val) == 0) return 0;
     if (errno == EPERM)
         return fail(1, "process %d belongs to another user (permission denied)", target_pid);
-    if (errno == ESRCH)
-        return fail(1, "process %d exited", target_pid);
+    if (errno == ESRCH) return fail(1, "process %d exited", target_pid);
     return fail(1, "cannot signal process %d: %s", target_pid, strerror(errno));
 }
 
@@ -276,8 +257,7 @@ static int talk(int fd, const char *request, unsigned reply_ms)
     size_t len = strlen(request), off = 0;
     while (off < len) {
         ssize_t n = send(fd, request + off, len - off, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
+        if (n < 0 && errno == EINTR) continue;
         if (n < 0)
             return fail(1, "cannot send the request to process %d: %s", target_pid,
                         strerror(errno));
@@ -289,14 +269,11 @@ static int talk(int fd, const char *request, unsigned reply_ms)
     char *reply = malloc(cap);
     uint64_t deadline = now_ms() + reply_ms;
     for (;;) {
-        if (!reply)
-            return fail(1, "out of memory");
+        if (!reply) return fail(1, "out of memory");
         if (n + 1 >= cap) {
-            if (cap >= (16u << 20))
-                break;
+            if (cap >= (16u << 20)) break;
             char *bigger = realloc(reply, cap *= 2);
-            if (!bigger)
-                free(reply);
+            if (!bigger) free(reply);
             reply = bigger;
             continue;
         }
@@ -309,17 +286,14 @@ static int talk(int fd, const char *request, unsigned reply_ms)
                         target_pid, reply_ms);
         }
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, (int)(deadline - now)) <= 0)
-            continue;
+        if (poll(&p, 1, (int)(deadline - now)) <= 0) continue;
         ssize_t r = recv(fd, reply + n, cap - n - 1, 0);
-        if (r < 0 && errno == EINTR)
-            continue;
+        if (r < 0 && errno == EINTR) continue;
         if (r < 0) {
             free(reply);
             return fail(1, "cannot read the answer of process %d: %s", target_pid, strerror(errno));
         }
-        if (r == 0)
-            break;
+        if (r == 0) break;
         n += (size_t)r;
     }
     reply[n] = 0;
@@ -348,8 +322,7 @@ static int build_request(int argc, char **argv, char *req, size_t reqlen)
     static const char *const with_arg[] = {"filter", "depth", "threshold"};
     for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
         if (!strcmp(cmd, plain[i])) {
-            if (argc > 1)
-                return fail(2, "'%s' takes no argument (see --help)", cmd);
+            if (argc > 1) return fail(2, "'%s' takes no argument (see --help)", cmd);
             snprintf(req, reqlen, "%s\n", cmd);
             return 0;
         }
@@ -364,13 +337,11 @@ static int build_request(int argc, char **argv, char *req, size_t reqlen)
     if (argc != 2)
         return fail(2, "'%s' takes one argument%s (see --help)", cmd,
                     !strcmp(cmd, "filter") ? " (quote the expression)" : "");
-    if (strchr(arg, '\n') || strchr(arg, '\r'))
-        return fail(2, "the %s must be on one line", cmd);
+    if (strchr(arg, '\n') || strchr(arg, '\r')) return fail(2, "the %s must be on one line", cmd);
     if (!strcmp(cmd, "filter")) {
         char err[512];
         struct ftr_filter *f = ftr_filter_parse(arg, err, sizeof err);
-        if (!f)
-            return fail(2, "%s", err);
+        if (!f) return fail(2, "%s", err);
         ftr_filter_free(f);
     } else if (!strcmp(cmd, "depth")) {
         long d;
@@ -405,8 +376,7 @@ int main(int argc, char **argv)
     for (;;) {
         c = getopt_long(argc, argv, "+s:t:h", opts, NULL);
         if (c == -1) {
-            if (pid || optind >= argc)
-                break;
+            if (pid || optind >= argc) break;
             if (parse_long(argv[optind], 1, INT_MAX, &pid) < 0)
                 return fail(2, "bad process id '%s'", argv[optind]);
             optind++;
@@ -432,22 +402,17 @@ int main(int argc, char **argv)
             return fail(2, "unknown option '%s' (see --help)", argv[optind - 1]);
         }
     }
-    if (!pid)
-        return fail(2, "no process given (see --help)");
+    if (!pid) return fail(2, "no process given (see --help)");
     target_pid = (int)pid;
-    if (optind >= argc)
-        return fail(2, "no command given (see --help)");
+    if (optind >= argc) return fail(2, "no command given (see --help)");
     char request[REQUEST_MAX];
     int rc = build_request(argc - optind, argv + optind, request, sizeof request);
-    if (rc)
-        return rc;
+    if (rc) return rc;
 
     /* the process: there, with the preload, and ours to control */
     char state = proc_state();
-    if (!state)
-        return fail(1, "no process %d", target_pid);
-    if (state == 'Z' || state == 'X')
-        return fail(1, "process %d has exited", target_pid);
+    if (!state) return fail(1, "no process %d", target_pid);
+    if (state == 'Z' || state == 'X') return fail(1, "process %d has exited", target_pid);
     int has = has_preload();
     if (has < 0 && (errno == EACCES || errno == EPERM) && !same_owner())
         return fail(1, "process %d belongs to another user (permission denied)", target_pid);
@@ -459,12 +424,10 @@ int main(int argc, char **argv)
     char *status = read_proc("status", NULL);
     size_t envlen = 0;
     char *env = read_proc("environ", &envlen);
-    if (!status)
-        return fail(1, "no process %d", target_pid);
+    if (!status) return fail(1, "no process %d", target_pid);
     const char *uid_line = status_field(status, "Uid");
     unsigned ruid = 0, euid = 0;
-    if (!uid_line || sscanf(uid_line, "%u %u", &ruid, &euid) != 2)
-        euid = (unsigned)geteuid();
+    if (!uid_line || sscanf(uid_line, "%u %u", &ruid, &euid) != 2) euid = (unsigned)geteuid();
 
     /* its socket: where its libftrace.so put it, from the environment it started with */
     const char *xdg = env ? environ_get(env, envlen, "XDG_RUNTIME_DIR") : getenv("XDG_RUNTIME_DIR");
@@ -497,13 +460,11 @@ int main(int argc, char **argv)
         uint64_t start = now_ms(), deadline = start + (uint64_t)timeout_ms;
         uint64_t next_signal = start + RESIGNAL_MS;
         while ((fd = try_connect(path)) < 0 && now_ms() < deadline) {
-            if (fd == -EACCES || fd == -EPERM)
-                break;
+            if (fd == -EACCES || fd == -EPERM) break;
             sleep_ms(20);
             if (now_ms() >= next_signal) {
                 next_signal += RESIGNAL_MS;
-                if (kill(target_pid, 0) < 0 && errno == ESRCH)
-                    break;
+                if (kill(target_pid, 0) < 0 && errno == ESRCH) break;
                 union sigval val = {.sival_int = FTR_CTL_WAKE};
                 sigqueue(target_pid, sig, val);
             }
@@ -516,8 +477,7 @@ int main(int argc, char **argv)
                     target_pid);
     if (fd < 0) {
         state = proc_state();
-        if (!state || state == 'Z' || state == 'X')
-            return fail(1, "process %d exited", target_pid);
+        if (!state || state == 'Z' || state == 'X') return fail(1, "process %d exited", target_pid);
         if (state == 'T' || state == 't')
             return fail(1, "process %d is stopped and cannot answer", target_pid);
         return fail(1, "process %d did not answer within %ld ms (%s: %s; its stderr may say why)",

@@ -71,8 +71,7 @@ static int find_preload(char *out, size_t len)
     if (n > 0) {
         self[n] = 0;
         snprintf(out, len, "%s/%s", dirname(self), FTR_PRELOAD_NAME);
-        if (access(out, R_OK) == 0)
-            return 0;
+        if (access(out, R_OK) == 0) return 0;
     }
     snprintf(out, len, "%s/%s", FTR_LIBDIR, FTR_PRELOAD_NAME);
     return access(out, R_OK) == 0 ? 0 : -1;
@@ -86,14 +85,12 @@ static int resolve(const char *name, char *out, size_t len)
         return access(out, X_OK);
     }
     const char *path = getenv("PATH");
-    if (!path)
-        path = "/usr/local/bin:/usr/bin:/bin";
+    if (!path) path = "/usr/local/bin:/usr/bin:/bin";
     for (const char *p = path; *p;) {
         const char *e = strchr(p, ':');
         size_t dl = e ? (size_t)(e - p) : strlen(p);
         snprintf(out, len, "%.*s/%s", (int)dl, dl ? p : ".", name);
-        if (access(out, X_OK) == 0)
-            return 0;
+        if (access(out, X_OK) == 0) return 0;
         p += dl + (e != NULL);
     }
     errno = ENOENT;
@@ -105,8 +102,7 @@ static int resolve(const char *name, char *out, size_t len)
 static int is_dynamic_elf(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
+    if (fd < 0) return -1;
     Elf64_Ehdr eh;
     int rc = -1;
     if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh &&
@@ -114,10 +110,8 @@ static int is_dynamic_elf(const char *path)
         rc = 0;
         for (unsigned i = 0; i < eh.e_phnum; i++) {
             Elf64_Phdr ph;
-            if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) != sizeof ph)
-                break;
-            if (ph.p_type == PT_INTERP)
-                rc = 1;
+            if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) != sizeof ph) break;
+            if (ph.p_type == PT_INTERP) rc = 1;
         }
     }
     close(fd);
@@ -157,7 +151,7 @@ int main(int argc, char **argv)
                 return 2;
             }
             ftr_filter_free(f);
-            setenv(ftr_env_name(c == 'F'        ? FTR_ENV_FILTER
+            setenv(ftr_env_name(c == 'F'         ? FTR_ENV_FILTER
                                 : c == OPT_GRAPH ? FTR_ENV_GRAPH_FUNCTION
                                                  : FTR_ENV_NOTRACE),
                    optarg, 1);
@@ -167,8 +161,8 @@ int main(int argc, char **argv)
             char *end;
             unsigned long d = strtoul(optarg, &end, 10);
             if (!*optarg || *end || d > 1000000) {
-                fprintf(stderr, "%s: --max-depth '%s': expected a number (0 for no limit)\n",
-                        prog, optarg);
+                fprintf(stderr, "%s: --max-depth '%s': expected a number (0 for no limit)\n", prog,
+                        optarg);
                 return 2;
             }
             setenv(ftr_env_name(FTR_ENV_MAX_DEPTH), optarg, 1);
@@ -198,8 +192,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "%s: option '-%c' %s (see --help)\n", prog, optopt,
                         strchr("oF", optopt) ? "needs an argument" : "is unknown");
             else
-                fprintf(stderr, "%s: unknown option '%s' (see --help)\n", prog,
-                        argv[optind - 1]);
+                fprintf(stderr, "%s: unknown option '%s' (see --help)\n", prog, argv[optind - 1]);
             return 2;
         }
     }
@@ -217,31 +210,33 @@ int main(int argc, char **argv)
     int dyn = is_dynamic_elf(path);
     int untraced = 0;
     if (dyn == 0) {
-        fprintf(stderr, "%s: %s is statically linked: LD_PRELOAD cannot apply; running it "
-                        "untraced\n", prog, argv[optind]);
+        fprintf(stderr,
+                "%s: %s is statically linked: LD_PRELOAD cannot apply; running it "
+                "untraced\n",
+                prog, argv[optind]);
         untraced = 1;
     } else if (stat(path, &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)) && geteuid() != 0) {
-        fprintf(stderr, "%s: %s is set-user/group-ID: the loader ignores LD_PRELOAD; running it "
-                        "untraced\n", prog, argv[optind]);
+        fprintf(stderr,
+                "%s: %s is set-user/group-ID: the loader ignores LD_PRELOAD; running it "
+                "untraced\n",
+                prog, argv[optind]);
         untraced = 1;
     }
 
     if (!untraced) {
         char lib[PATH_MAX];
         if (find_preload(lib, sizeof lib) < 0)
-            return die(1, "cannot find %s (looked next to ftrace-run and in %s)",
-                       FTR_PRELOAD_NAME, FTR_LIBDIR);
+            return die(1, "cannot find %s (looked next to ftrace-run and in %s)", FTR_PRELOAD_NAME,
+                       FTR_LIBDIR);
         /* the output must be writable now, and named absolutely: the program may chdir */
         int fd = open(output, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-        if (fd < 0)
-            return die(1, "cannot write %s: %s", output, strerror(errno));
+        if (fd < 0) return die(1, "cannot write %s: %s", output, strerror(errno));
         close(fd);
         char abs_out[PATH_MAX], dir[PATH_MAX], base[PATH_MAX];
         snprintf(dir, sizeof dir, "%s", output);
         snprintf(base, sizeof base, "%s", output);
         char *rdir = realpath(dirname(dir), NULL);
-        if (!rdir)
-            return die(1, "cannot write %s: %s", output, strerror(errno));
+        if (!rdir) return die(1, "cannot write %s: %s", output, strerror(errno));
         snprintf(abs_out, sizeof abs_out, "%s/%s", rdir, basename(base));
         free(rdir);
 
@@ -251,8 +246,7 @@ int main(int argc, char **argv)
             return die(1, "%s%s", "out of memory", "");
         setenv("LD_PRELOAD", preload, 1);
         setenv(ftr_env_name(FTR_ENV_OUTPUT), abs_out, 1);
-        if (quiet)
-            setenv(ftr_env_name(FTR_ENV_QUIET), "1", 1);
+        if (quiet) setenv(ftr_env_name(FTR_ENV_QUIET), "1", 1);
         free(preload);
     }
     execv(path, argv + optind);

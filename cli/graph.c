@@ -123,8 +123,7 @@ void frp_graph_header(struct frp_graph *g, const struct frp_process *p)
     } else if (p->has_end && p->end.how == FTR_END_EXEC) {
         n = snprintf(line, sizeof line, "  replaced by exec");
     }
-    if (n > 0)
-        frp_out_write(o, line, (size_t)n);
+    if (n > 0) frp_out_write(o, line, (size_t)n);
     if (p->clock_guessed) frp_out_lit(o, "  (clock rate unknown: durations are in ticks)");
     if (g->abstime) {
         frp_out_lit(o, "\n#        TIME       |   TID      DURATION          FUNCTION CALLS\n"

@@ -58,19 +58,19 @@ const char *ftr_strerror(int err);
 
 /* ---- chunk types ---- */
 #define FTR_CHUNK_TYPES(X)                                                                         \
-    X(FTR_CHUNK_PROCESS, 1, "process")  /* one per process: pid, command line, clocks */           \
-    X(FTR_CHUNK_MODULE, 2, "module")    /* a loaded module (executable or library) */              \
-    X(FTR_CHUNK_SITES, 3, "sites")      /* the function sites of one module, with names */         \
-    X(FTR_CHUNK_EVENTS, 4, "events")    /* entry/exit events of one thread */                      \
-    X(FTR_CHUNK_THREAD, 5, "thread")    /* a thread started or ended, its name */                  \
-    X(FTR_CHUNK_END, 6, "end")          /* the process ended: how, and its counters */
+    X(FTR_CHUNK_PROCESS, 1, "process") /* one per process: pid, command line, clocks */            \
+    X(FTR_CHUNK_MODULE, 2, "module")   /* a loaded module (executable or library) */               \
+    X(FTR_CHUNK_SITES, 3, "sites")     /* the function sites of one module, with names */          \
+    X(FTR_CHUNK_EVENTS, 4, "events")   /* entry/exit events of one thread */                       \
+    X(FTR_CHUNK_THREAD, 5, "thread")   /* a thread started or ended, its name */                   \
+    X(FTR_CHUNK_END, 6, "end")         /* the process ended: how, and its counters */
 
 #define FTR_X_ENUM(name, val, str) name = val,
 enum ftr_chunk_type { FTR_CHUNK_TYPES(FTR_X_ENUM) };
 #undef FTR_X_ENUM
 const char *ftr_chunk_type_name(unsigned type); /* "?" when unknown */
-const char *ftr_event_kind_name(unsigned kind);  /* "?" when unknown */
-const char *ftr_special_name(unsigned special);  /* "?" when unknown */
+const char *ftr_event_kind_name(unsigned kind); /* "?" when unknown */
+const char *ftr_special_name(unsigned special); /* "?" when unknown */
 
 /* Chunk header as decoded. tsc_first/tsc_last bound the events of an EVENTS chunk (both 0 for
  * other chunk types), so a reader can merge threads in time order from the headers alone.
@@ -87,9 +87,9 @@ struct ftr_chunk_hdr {
 
 /* ---- event kinds (2 bits in each encoded event head) ---- */
 #define FTR_EVENT_KINDS(X)                                                                         \
-    X(FTR_EV_ENTRY, 0, "entry")   /* function site entered */                                     \
-    X(FTR_EV_EXIT, 1, "exit")     /* function returned normally */                                \
-    X(FTR_EV_UNWIND, 2, "unwind") /* frame left without returning (longjmp, exception, ...) */    \
+    X(FTR_EV_ENTRY, 0, "entry")   /* function site entered */                                      \
+    X(FTR_EV_EXIT, 1, "exit")     /* function returned normally */                                 \
+    X(FTR_EV_UNWIND, 2, "unwind") /* frame left without returning (longjmp, exception, ...) */     \
     X(FTR_EV_SPECIAL, 3, "special")
 
 #define FTR_X_ENUM(name, val, str) name = val,
@@ -98,9 +98,9 @@ enum ftr_event_kind { FTR_EVENT_KINDS(FTR_X_ENUM) };
 
 /* FTR_EV_SPECIAL events carry a subtype in the site field and one argument. */
 #define FTR_SPECIALS(X)                                                                            \
-    X(FTR_SP_LOST, 0, "lost")         /* arg = number of events lost at this point */             \
-    X(FTR_SP_OVERRUN, 1, "overrun")   /* arg = calls not hooked: shadow stack full */             \
-    X(FTR_SP_TRACE_ON, 2, "trace-on") /* tracing switched on (arg unused) */                     \
+    X(FTR_SP_LOST, 0, "lost")         /* arg = number of events lost at this point */              \
+    X(FTR_SP_OVERRUN, 1, "overrun")   /* arg = calls not hooked: shadow stack full */              \
+    X(FTR_SP_TRACE_ON, 2, "trace-on") /* tracing switched on (arg unused) */                       \
     X(FTR_SP_TRACE_OFF, 3, "trace-off")
 
 #define FTR_X_ENUM(name, val, str) name = val,
@@ -117,16 +117,25 @@ struct ftr_event {
 };
 
 /* ---- little-endian helpers (the only way fields are read or written) ---- */
-static inline void ftr_wr_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void ftr_wr_le16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
 static inline void ftr_wr_le32(uint8_t *p, uint32_t v)
 {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }
 static inline void ftr_wr_le64(uint8_t *p, uint64_t v)
 {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }
-static inline uint16_t ftr_rd_le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint16_t ftr_rd_le16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
 static inline uint32_t ftr_rd_le32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -135,7 +144,6 @@ static inline uint64_t ftr_rd_le64(const uint8_t *p)
 {
     return (uint64_t)ftr_rd_le32(p) | (uint64_t)ftr_rd_le32(p + 4) << 32;
 }
-
 
 /* ---- in-memory record written by the tracing hot path, consumed by ftr_enc_events() ----
  * Not a file structure. head = site << 2 | kind (ftr_rec_head()); arg is 0 except for
@@ -148,7 +156,10 @@ struct ftr_rec {
     uint32_t arg;
 };
 _Static_assert(sizeof(struct ftr_rec) == 16, "ftr_rec is 16 bytes");
-static inline uint32_t ftr_rec_head(uint32_t site, unsigned kind) { return site << 2 | kind; }
+static inline uint32_t ftr_rec_head(uint32_t site, unsigned kind)
+{
+    return site << 2 | kind;
+}
 #define FTR_SITE_MAX ((1u << 30) - 1)
 
 /* ---- growable byte buffer ---- */
@@ -165,7 +176,7 @@ void ftr_buf_free(struct ftr_buf *b);
 #define FTR_TSC_CALIBRATIONS(X)                                                                    \
     X(FTR_TSC_CAL_NONE, 0, "none")                                                                 \
     X(FTR_TSC_CAL_CPUID, 1, "cpuid leaf 0x15/0x16")                                                \
-    X(FTR_TSC_CAL_KERNEL, 2, "kernel tsc_khz")                                                    \
+    X(FTR_TSC_CAL_KERNEL, 2, "kernel tsc_khz")                                                     \
     X(FTR_TSC_CAL_MEASURED, 3, "measured against CLOCK_MONOTONIC_RAW")
 #define FTR_X_ENUM(name, val, str) name = val,
 enum ftr_tsc_cal { FTR_TSC_CALIBRATIONS(FTR_X_ENUM) };
@@ -194,14 +205,14 @@ struct ftr_module_info {
 };
 
 struct ftr_site_info {
-    uint32_t site;  /* process-wide site index, >= 1 */
-    uint64_t addr;  /* runtime address of the call site */
-    uint64_t func;  /* runtime address of the function's first byte */
+    uint32_t site;    /* process-wide site index, >= 1 */
+    uint64_t addr;    /* runtime address of the call site */
+    uint64_t func;    /* runtime address of the function's first byte */
     const char *name; /* symbol name, raw (not demangled) */
 };
 
 #define FTR_END_HOWS(X)                                                                            \
-    X(FTR_END_UNKNOWN, 0, "unknown (killed?)")                                                    \
+    X(FTR_END_UNKNOWN, 0, "unknown (killed?)")                                                     \
     X(FTR_END_EXIT, 1, "exited")                                                                   \
     X(FTR_END_SIGNAL, 2, "killed by signal")                                                       \
     X(FTR_END_EXEC, 3, "replaced by exec")
@@ -219,9 +230,9 @@ struct ftr_thread_info {
 
 struct ftr_end_info {
     uint64_t tsc;
-    uint32_t how;  /* enum ftr_end_how */
-    int32_t code;  /* exit status or signal number */
-    uint64_t calls;  /* entry events recorded */
+    uint32_t how;   /* enum ftr_end_how */
+    int32_t code;   /* exit status or signal number */
+    uint64_t calls; /* entry events recorded */
     uint64_t events, lost, sites, patched, skipped, overruns, bytes_raw;
 };
 
@@ -245,8 +256,8 @@ int ftr_enc_end(struct ftr_enc *e, uint32_t pid, const struct ftr_end_info *ei,
  *  Empty records (head == 0) are skipped; a record whose tsc is below its predecessor's is
  *  stored with the predecessor's tsc (a signal landing between rdtsc and the slot reservation).
  *  @return FTR_OK (nothing appended when no record is valid) or an error. */
-int ftr_enc_events(struct ftr_enc *e, uint32_t pid, uint32_t tid, const struct ftr_rec *r,
-                   size_t n, struct ftr_buf *out);
+int ftr_enc_events(struct ftr_enc *e, uint32_t pid, uint32_t tid, const struct ftr_rec *r, size_t n,
+                   struct ftr_buf *out);
 /*! ftr_enc_set_level() : changes the zstd level of the following chunks (negative = faster).
  *  @return FTR_OK or FTR_E_ZSTD. */
 int ftr_enc_set_level(struct ftr_enc *e, int zstd_level);
@@ -274,9 +285,9 @@ int ftr_reader_payload(struct ftr_reader *r, struct ftr_buf *out);
  *  at offset (as returned earlier). */
 int ftr_reader_seek(struct ftr_reader *r, uint64_t offset);
 struct ftr_damage {
-    uint64_t skipped_bytes;  /* bytes scanned over while looking for a chunk header */
-    uint64_t bad_chunks;     /* chunks whose payload did not decode */
-    int truncated;           /* the file ended inside a chunk */
+    uint64_t skipped_bytes; /* bytes scanned over while looking for a chunk header */
+    uint64_t bad_chunks;    /* chunks whose payload did not decode */
+    int truncated;          /* the file ended inside a chunk */
 };
 void ftr_reader_damage(const struct ftr_reader *r, struct ftr_damage *d);
 

@@ -73,7 +73,7 @@ struct ftr_site {
     uint8_t shape;    /* enum ftr_site_shape of the original bytes */
     uint8_t mcount;   /* 1 when the site follows the frame-pointer prologue (push %rbp; mov
                          %rsp,%rbp and more); 0 at the function start (after any endbr64) */
-    uint8_t patched;   /* enum ftr_site_state (maintained by the caller) */
+    uint8_t patched;  /* enum ftr_site_state (maintained by the caller) */
     uint8_t orig[FTR_SITE_LEN_MAX];
 };
 

@@ -46,8 +46,8 @@ static int have_membarrier;
 static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sigaction prev_action;
 
-static atomic_int active_gen;   /* generation being run, 0 when none */
-static atomic_int release_gen;  /* handlers of this generation may leave */
+static atomic_int active_gen;  /* generation being run, 0 when none */
+static atomic_int release_gen; /* handlers of this generation may leave */
 static atomic_int n_parked, n_left, n_moved;
 static ftr_stw_ip_fn cur_ipfn;
 static void *cur_arg;
@@ -66,8 +66,7 @@ static ssize_t read_proc(pid_t tid, const char *what, char *buf, size_t len)
     char path[64];
     snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, what);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
+    if (fd < 0) return -1;
     ssize_t n = read(fd, buf, len - 1);
     close(fd);
     buf[n > 0 ? n : 0] = 0;
@@ -84,8 +83,7 @@ static uint64_t field_after(const char *text, const char *key)
 static uint64_t context_switches(pid_t tid)
 {
     char buf[4096];
-    if (read_proc(tid, "status", buf, sizeof buf) <= 0)
-        return 0;
+    if (read_proc(tid, "status", buf, sizeof buf) <= 0) return 0;
     return field_after(buf, "\nvoluntary_ctxt_switches:") +
            field_after(buf, "nonvoluntary_ctxt_switches:");
 }
@@ -122,8 +120,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
     }
     pid_t self = (pid_t)syscall(SYS_gettid);
     for (int i = 0, n = atomic_load(&ntids); i < n; i++)
-        if (tids[i] == self)
-            atomic_store(&acked[i], 1);
+        if (tids[i] == self) atomic_store(&acked[i], 1);
     atomic_fetch_add(&n_parked, 1);
     futex(&n_parked, FUTEX_WAKE_PRIVATE, 1, NULL);
     while (atomic_load(&release_gen) != gen)
@@ -161,27 +158,29 @@ int ftr_stw_init(int signo, char *err, size_t errlen)
     return 0;
 }
 
-void ftr_stw_on_request(void (*fn)(int value)) { request_fn = fn; }
+void ftr_stw_on_request(void (*fn)(int value))
+{
+    request_fn = fn;
+}
 
-void ftr_stw_forget_ignored(void) { nignored = 0; }
+void ftr_stw_forget_ignored(void)
+{
+    nignored = 0;
+}
 
 void ftr_stw_ignore(int tid)
 {
     for (int i = 0; i < nignored; i++)
-        if (ignored[i] == tid)
-            return;
-    if (nignored < MAX_IGNORED)
-        ignored[nignored++] = tid;
+        if (ignored[i] == tid) return;
+    if (nignored < MAX_IGNORED) ignored[nignored++] = tid;
 }
 
 static int is_listed(pid_t tid)
 {
     for (int i = 0, n = atomic_load(&ntids); i < n; i++)
-        if (tids[i] == tid)
-            return 1;
+        if (tids[i] == tid) return 1;
     for (int i = 0; i < nignored; i++)
-        if (ignored[i] == tid)
-            return 1;
+        if (ignored[i] == tid) return 1;
     return 0;
 }
 
@@ -210,43 +209,40 @@ struct linux_dirent64 {
 static int signal_new_threads(int gen, pid_t self)
 {
     int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
-        return -1;
+    if (dfd < 0) return -1;
     int added = 0;
     pid_t pid = getpid();
     char dents[4096] __attribute__((aligned(8)));
     long nread;
     while (added >= 0 && (nread = syscall(SYS_getdents64, dfd, dents, sizeof dents)) > 0)
-    for (long off = 0; off < nread;) {
-        struct linux_dirent64 *de = (struct linux_dirent64 *)(dents + off);
-        off += de->d_reclen;
-        pid_t tid = (pid_t)atoi(de->d_name);
-        if (tid <= 0 || tid == self || is_listed(tid))
-            continue;
-        if (atomic_load(&ntids) == MAX_TRACKED) {
-            added = -1;
-            break;
+        for (long off = 0; off < nread;) {
+            struct linux_dirent64 *de = (struct linux_dirent64 *)(dents + off);
+            off += de->d_reclen;
+            pid_t tid = (pid_t)atoi(de->d_name);
+            if (tid <= 0 || tid == self || is_listed(tid)) continue;
+            if (atomic_load(&ntids) == MAX_TRACKED) {
+                added = -1;
+                break;
+            }
+            siginfo_t si;
+            memset(&si, 0, sizeof si);
+            si.si_signo = stw_signo;
+            si.si_code = SI_QUEUE;
+            si.si_pid = pid;
+            si.si_uid = getuid();
+            si.si_value.sival_int = gen;
+            int i = atomic_load(&ntids);
+            uint64_t sw = blocked_in_syscall(tid);
+            asleep_switches[i] = sw;
+            atomic_store(&acked[i], sw != 0);
+            tids[i] = tid;
+            atomic_store(&ntids, i + 1);
+            if (sw) continue; /* counted as stopped: see blocked_in_syscall() */
+            if (syscall(SYS_rt_tgsigqueueinfo, pid, tid, stw_signo, &si) == 0)
+                added++;
+            else
+                tids[i] = 0; /* it exited meanwhile */
         }
-        siginfo_t si;
-        memset(&si, 0, sizeof si);
-        si.si_signo = stw_signo;
-        si.si_code = SI_QUEUE;
-        si.si_pid = pid;
-        si.si_uid = getuid();
-        si.si_value.sival_int = gen;
-        int i = atomic_load(&ntids);
-        uint64_t sw = blocked_in_syscall(tid);
-        asleep_switches[i] = sw;
-        atomic_store(&acked[i], sw != 0);
-        tids[i] = tid;
-        atomic_store(&ntids, i + 1);
-        if (sw)
-            continue; /* counted as stopped: see blocked_in_syscall() */
-        if (syscall(SYS_rt_tgsigqueueinfo, pid, tid, stw_signo, &si) == 0)
-            added++;
-        else
-            tids[i] = 0; /* it exited meanwhile */
-    }
     close(dfd);
     return added;
 }
@@ -282,10 +278,8 @@ static pid_t wait_parked(uint64_t deadline)
                 culprit = tids[i];
             }
         }
-        if (!missing)
-            return 0;
-        if (now_ns() > deadline)
-            return culprit;
+        if (!missing) return 0;
+        if (now_ns() > deadline) return culprit;
         int seen = atomic_load(&n_parked);
         struct timespec ts = {0, 200 * 1000};
         futex(&n_parked, FUTEX_WAIT_PRIVATE, seen, &ts);
@@ -311,8 +305,7 @@ int ftr_stw_run(ftr_stw_fn fn, ftr_stw_ip_fn ipfn, void *arg, unsigned timeout_m
     pthread_mutex_lock(&run_lock);
     uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)timeout_ms * 1000000u;
     int gen = ++gen_counter;
-    if (gen_counter == 0x7fffffff)
-        gen_counter = 0;
+    if (gen_counter == 0x7fffffff) gen_counter = 0;
     pid_t self = (pid_t)syscall(SYS_gettid);
     atomic_store(&ntids, 0);
     atomic_store(&n_parked, 0);
@@ -326,8 +319,7 @@ int ftr_stw_run(ftr_stw_fn fn, ftr_stw_ip_fn ipfn, void *arg, unsigned timeout_m
     pid_t culprit = 0;
     int added;
     while ((added = signal_new_threads(gen, self)) > 0)
-        if ((culprit = wait_parked(deadline)) != 0)
-            break;
+        if ((culprit = wait_parked(deadline)) != 0) break;
     if (added < 0)
         snprintf(err, errlen, "too many threads to stop (more than %d)", MAX_TRACKED);
     else if (culprit)
@@ -341,15 +333,13 @@ int ftr_stw_run(ftr_stw_fn fn, ftr_stw_ip_fn ipfn, void *arg, unsigned timeout_m
     }
     unsigned asleep = 0, woke = 0;
     for (int i = 0, n = atomic_load(&ntids); i < n; i++) {
-        if (!tids[i] || !asleep_switches[i])
-            continue;
+        if (!tids[i] || !asleep_switches[i]) continue;
         asleep++;
         /* it ran while we wrote: it could have met a half-written site (never seen so far) */
         woke += context_switches(tids[i]) + 1 != asleep_switches[i];
     }
-    if (rc < 0 && (added < 0 || culprit))
-        cur_ipfn = NULL; /* nothing was rewritten */
-    atomic_store(&active_gen, 0); /* late deliveries return at once */
+    if (rc < 0 && (added < 0 || culprit)) cur_ipfn = NULL; /* nothing was rewritten */
+    atomic_store(&active_gen, 0);                          /* late deliveries return at once */
     release(gen);
     if (st) {
         st->threads = (unsigned)atomic_load(&n_parked);

@@ -64,17 +64,13 @@ static int write_span_mem(int fd, const struct ftr_poke *p, size_t from, size_t 
     while (i < to) {
         while (i < to && !ok[i - from])
             i++;
-        if (i == to)
-            break;
+        if (i == to) break;
         uint64_t lo = p[i].addr, hi = lo;
         size_t j = i;
         for (; j < to; j++) {
-            if (!ok[j - from])
-                continue;
-            if (p[j].addr + p[j].len - lo > SPAN_MAX)
-                break;
-            if (p[j].addr + p[j].len > hi)
-                hi = p[j].addr + p[j].len;
+            if (!ok[j - from]) continue;
+            if (p[j].addr + p[j].len - lo > SPAN_MAX) break;
+            if (p[j].addr + p[j].len > hi) hi = p[j].addr + p[j].len;
         }
         const volatile uint8_t *live = (const volatile uint8_t *)(uintptr_t)lo;
         for (uint64_t k = 0; k < hi - lo; k++)
@@ -85,12 +81,10 @@ static int write_span_mem(int fd, const struct ftr_poke *p, size_t from, size_t 
                     buf[p[m].addr - lo + k] = p[m].bytes[k];
         ssize_t w = pwrite(fd, buf, hi - lo, (off_t)lo);
         if (w != (ssize_t)(hi - lo))
-            return i == from && w < 0 && (errno == EPERM || errno == EACCES || errno == EIO)
-                       ? 0
-                       : -1;
+            return i == from && w < 0 && (errno == EPERM || errno == EACCES || errno == EIO) ? 0
+                                                                                             : -1;
         for (size_t m = i; m < j; m++) {
-            if (!ok[m - from])
-                continue;
+            if (!ok[m - from]) continue;
             const volatile uint8_t *src = (const volatile uint8_t *)(uintptr_t)p[m].addr;
             for (unsigned k = 0; k < p[m].len; k++)
                 if (src[k] != p[m].bytes[k]) {
@@ -144,8 +138,7 @@ long ftr_text_poke(const struct ftr_poke *p, size_t n, size_t *bad, size_t badca
         if (!nok) continue;
         if (mem >= 0) {
             int w = write_span_mem(mem, p, from, i, ok);
-            if (w > 0)
-                continue;
+            if (w > 0) continue;
             if (w < 0) {
                 int e = errno;
                 close(mem);
@@ -171,7 +164,6 @@ long ftr_text_poke(const struct ftr_poke *p, size_t n, size_t *bad, size_t badca
             return -1;
         }
     }
-    if (mem >= 0)
-        close(mem);
+    if (mem >= 0) close(mem);
     return refused;
 }

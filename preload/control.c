@@ -62,8 +62,7 @@ static uint32_t finished_writer;
 
 void ftr_control_request(int value)
 {
-    if (value == FTR_CTL_WAKE)
-        atomic_store(&requested, 1);
+    if (value == FTR_CTL_WAKE) atomic_store(&requested, 1);
 }
 
 static uint64_t now_ms(void)
@@ -77,8 +76,7 @@ static uint64_t now_ms(void)
 static int high_fd(int fd)
 {
     int high = fcntl(fd, F_DUPFD_CLOEXEC, CTL_FD_MIN);
-    if (high < 0)
-        return fd;
+    if (high < 0) return fd;
     close(fd);
     return high;
 }
@@ -90,8 +88,7 @@ static void close_guarded(int *var)
     int fd = *var;
     *var = -1;
     ftr_fd_unlock();
-    if (fd >= 0)
-        close(fd);
+    if (fd >= 0) close(fd);
 }
 
 /* ---- one connection ---- */
@@ -125,8 +122,7 @@ static int read_line(char *buf, uint64_t deadline)
                 *nl = 0;
                 return (int)(nl - buf);
             }
-            if (len == CTL_LINE_MAX)
-                return -2;
+            if (len == CTL_LINE_MAX) return -2;
         } else if (n == 0) {
             buf[len] = 0;
             return len ? (int)len : -1;
@@ -154,20 +150,20 @@ static void send_all(const struct ftr_buf *b, uint64_t deadline)
     }
 }
 
-static void add_str(struct ftr_buf *out, const char *s) { ftr_buf_append(out, s, strlen(s)); }
+static void add_str(struct ftr_buf *out, const char *s)
+{
+    ftr_buf_append(out, s, strlen(s));
+}
 
 /* "error: msg\n", on one line whatever msg holds */
 static void add_error(struct ftr_buf *out, const char *msg)
 {
     char line[1024];
     int n = snprintf(line, sizeof line, "error: %s", msg);
-    if (n < 0)
-        n = 0;
-    if (n > (int)sizeof line - 2)
-        n = (int)sizeof line - 2;
+    if (n < 0) n = 0;
+    if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
     for (int i = 0; i < n; i++)
-        if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
-            line[i] = ' ';
+        if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f) line[i] = ' ';
     line[n++] = '\n';
     ftr_buf_append(out, line, (size_t)n);
 }
@@ -175,15 +171,12 @@ static void add_error(struct ftr_buf *out, const char *msg)
 /* A decimal number in [0, max]. @return 0 or -1 */
 static int parse_uint(const char *s, unsigned max, unsigned *v)
 {
-    if (!*s)
-        return -1;
+    if (!*s) return -1;
     unsigned long long x = 0;
     for (; *s; s++) {
-        if (*s < '0' || *s > '9')
-            return -1;
+        if (*s < '0' || *s > '9') return -1;
         x = x * 10 + (unsigned)(*s - '0');
-        if (x > max)
-            return -1;
+        if (x > max) return -1;
     }
     *v = (unsigned)x;
     return 0;
@@ -290,10 +283,8 @@ static void serve(uint64_t deadline)
         ssize_t r = recv(conn_fd, sink, sizeof sink, MSG_DONTWAIT);
         int e = errno;
         ftr_fd_unlock();
-        if (r == 0 || (r < 0 && e != EAGAIN && e != EINTR))
-            break;
-        if (r < 0)
-            wait_conn(POLLIN, end);
+        if (r == 0 || (r < 0 && e != EAGAIN && e != EINTR)) break;
+        if (r < 0) wait_conn(POLLIN, end);
     }
 }
 
@@ -312,10 +303,8 @@ static void *server_main(void *arg)
         int fd = __atomic_load_n(&listen_fd, __ATOMIC_RELAXED);
         struct pollfd p = {.fd = fd, .events = POLLIN};
         int r = poll(&p, 1, 1000);
-        if (atomic_load(&stopping) || atomic_load(&quit))
-            break;
-        if (r <= 0)
-            continue;
+        if (atomic_load(&stopping) || atomic_load(&quit)) break;
+        if (r <= 0) continue;
         /* a listening socket reports these only when shut down or broken (a number the program
          * took over since has moved ours: look again) */
         if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) &&
@@ -324,8 +313,7 @@ static void *server_main(void *arg)
         ftr_fd_lock();
         int c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         int e = errno;
-        if (c >= 0)
-            conn_fd = high_fd(c);
+        if (c >= 0) conn_fd = high_fd(c);
         ftr_fd_unlock();
         if (c < 0) {
             if (e != EAGAIN && e != EINTR && e != ECONNABORTED && e != EMFILE && e != ENFILE &&
@@ -341,8 +329,7 @@ static void *server_main(void *arg)
         serve(now_ms() + CTL_IO_MS);
         close_guarded(&conn_fd);
     }
-    if (!atomic_load(&stopping) && getpid() == server_pid)
-        unlink(sock_path);
+    if (!atomic_load(&stopping) && getpid() == server_pid) unlink(sock_path);
     close_guarded(&listen_fd);
     atomic_store(&running, 0);
     return NULL;
@@ -432,8 +419,7 @@ static void start_server(void)
         atomic_store(&running, 0);
         return;
     }
-    if (ftr_g.verbose)
-        ftr_msg("control: listening on %s", sock_path);
+    if (ftr_g.verbose) ftr_msg("control: listening on %s", sock_path);
 }
 
 void ftr_control_poll(void)
@@ -456,8 +442,7 @@ void ftr_control_poll(void)
          * new one. */
         atomic_store(&quit, 1);
         ftr_fd_lock();
-        if (listen_fd >= 0)
-            shutdown(listen_fd, SHUT_RDWR);
+        if (listen_fd >= 0) shutdown(listen_fd, SHUT_RDWR);
         ftr_fd_unlock();
     }
     pthread_mutex_unlock(&start_lock);
@@ -475,8 +460,7 @@ void ftr_control_cleanup(void)
         ts.tv_sec += 2;
         int locked = pthread_mutex_timedlock(&cmd_lock, &ts) == 0;
         atomic_store(&stopping, 1);
-        if (locked)
-            pthread_mutex_unlock(&cmd_lock);
+        if (locked) pthread_mutex_unlock(&cmd_lock);
         unlink(sock_path);
         ftr_fd_lock();
         if (listen_fd >= 0)
@@ -494,15 +478,13 @@ static void control_child_after_fork(void)
     pthread_mutex_init(&cmd_lock, NULL);
     pthread_mutex_init(&start_lock, NULL);
     finished = 0;
-    if (!atomic_load(&running))
-        return;
+    if (!atomic_load(&running)) return;
     atomic_store(&running, 0);
     atomic_store(&stopping, 0);
     int fds[2] = {listen_fd, conn_fd};
     listen_fd = conn_fd = -1;
     for (int i = 0; i < 2; i++)
-        if (fds[i] >= 0)
-            syscall(SYS_close, fds[i]);
+        if (fds[i] >= 0) syscall(SYS_close, fds[i]);
 }
 
 __attribute__((constructor)) static void control_init(void)

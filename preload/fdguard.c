@@ -24,9 +24,18 @@
 
 static pthread_mutex_t fd_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void ftr_fd_lock(void) { pthread_mutex_lock(&fd_lock); }
-void ftr_fd_unlock(void) { pthread_mutex_unlock(&fd_lock); }
-void ftr_fd_lock_reset(void) { pthread_mutex_init(&fd_lock, NULL); }
+void ftr_fd_lock(void)
+{
+    pthread_mutex_lock(&fd_lock);
+}
+void ftr_fd_unlock(void)
+{
+    pthread_mutex_unlock(&fd_lock);
+}
+void ftr_fd_lock_reset(void)
+{
+    pthread_mutex_init(&fd_lock, NULL);
+}
 
 #define MAX_PROTECTED 4
 static int *_Atomic protected_fds[MAX_PROTECTED]; /* variables holding descriptors of ours */
@@ -46,22 +55,18 @@ void ftr_fd_unprotect(int *fd)
 {
     ftr_fd_lock();
     for (int i = 0; i < MAX_PROTECTED; i++)
-        if (atomic_load(&protected_fds[i]) == fd)
-            atomic_store(&protected_fds[i], NULL);
+        if (atomic_load(&protected_fds[i]) == fd) atomic_store(&protected_fds[i], NULL);
     ftr_fd_unlock();
 }
 
 /* @return the variable holding descriptor fd when it is one of ours, else NULL */
 static int *owner_of(int fd)
 {
-    if (fd < 0)
-        return NULL;
-    if (fd == ftr_g.fd)
-        return &ftr_g.fd;
+    if (fd < 0) return NULL;
+    if (fd == ftr_g.fd) return &ftr_g.fd;
     for (int i = 0; i < MAX_PROTECTED; i++) {
         int *p = atomic_load(&protected_fds[i]);
-        if (p && __atomic_load_n(p, __ATOMIC_RELAXED) == fd)
-            return p;
+        if (p && __atomic_load_n(p, __ATOMIC_RELAXED) == fd) return p;
     }
     return NULL;
 }
@@ -73,8 +78,7 @@ static int ours_in(unsigned first, unsigned last, unsigned *out)
     for (int i = -1; i < MAX_PROTECTED; i++) {
         int *p = i < 0 ? &ftr_g.fd : atomic_load(&protected_fds[i]);
         int fd = p ? __atomic_load_n(p, __ATOMIC_RELAXED) : -1;
-        if (fd < 0 || (unsigned)fd < first || (unsigned)fd > last)
-            continue;
+        if (fd < 0 || (unsigned)fd < first || (unsigned)fd > last) continue;
         int j = n++;
         for (; j > 0 && out[j - 1] > (unsigned)fd; j--)
             out[j] = out[j - 1];
@@ -85,13 +89,15 @@ static int ours_in(unsigned first, unsigned last, unsigned *out)
 
 static void *next(void **cache, const char *name)
 {
-    if (!*cache)
-        *cache = dlsym(RTLD_NEXT, name);
+    if (!*cache) *cache = dlsym(RTLD_NEXT, name);
     return *cache;
 }
 #define NEXT(var, name) ((__typeof__(var))next((void **)&(var), name))
 
-static inline int ours(int fd) { return owner_of(fd) != NULL; }
+static inline int ours(int fd)
+{
+    return owner_of(fd) != NULL;
+}
 
 typedef int (*close_fn)(int);
 typedef int (*dup2_fn)(int, int);
@@ -106,8 +112,7 @@ static closefrom_fn real_closefrom;
 
 EXPORT int close(int fd)
 {
-    if (ours(fd))
-        return 0;
+    if (ours(fd)) return 0;
     return NEXT(real_close, "close")(fd);
 }
 
@@ -118,16 +123,14 @@ static void move_away(int fd)
     int *owner = owner_of(fd);
     if (owner) {
         int moved = fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
-        if (moved >= 0)
-            *owner = moved; /* the old number is replaced by the dup2 that follows */
+        if (moved >= 0) *owner = moved; /* the old number is replaced by the dup2 that follows */
     }
     ftr_fd_unlock();
 }
 
 EXPORT int dup2(int oldfd, int newfd)
 {
-    if (ours(oldfd) && oldfd == newfd)
-        return newfd;
+    if (ours(oldfd) && oldfd == newfd) return newfd;
     move_away(newfd);
     return NEXT(real_dup2, "dup2")(oldfd, newfd);
 }
@@ -147,18 +150,15 @@ EXPORT int close_range(unsigned first, unsigned last, int flags)
     }
     unsigned keep[MAX_PROTECTED + 1];
     int n = first <= last ? ours_in(first, last, keep) : 0;
-    if (n == 0)
-        return fn(first, last, flags);
+    if (n == 0) return fn(first, last, flags);
     /* the ranges around ours (descriptors are ints: keep[i] + 1 cannot wrap) */
     int rc = 0;
     unsigned from = first;
     for (int i = 0; i < n && rc == 0; i++) {
-        if (keep[i] > from)
-            rc = fn(from, keep[i] - 1, flags);
+        if (keep[i] > from) rc = fn(from, keep[i] - 1, flags);
         from = keep[i] + 1;
     }
-    if (rc == 0 && from <= last)
-        rc = fn(from, last, flags);
+    if (rc == 0 && from <= last) rc = fn(from, last, flags);
     return rc;
 }
 
@@ -170,6 +170,5 @@ EXPORT void closefrom(int lowfd)
         return;
     }
     closefrom_fn fn = NEXT(real_closefrom, "closefrom");
-    if (fn)
-        fn(lowfd);
+    if (fn) fn(lowfd);
 }

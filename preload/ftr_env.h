@@ -12,19 +12,20 @@
 
 #define FTR_ENV_VARS(X)                                                                            \
     X(FTR_ENV_OUTPUT, "FTRACE_OUTPUT", "trace file to write (default ftrace.ftr)")                 \
-    X(FTR_ENV_QUIET, "FTRACE_QUIET", "1: print nothing on stderr unless tracing fails")           \
+    X(FTR_ENV_QUIET, "FTRACE_QUIET", "1: print nothing on stderr unless tracing fails")            \
     X(FTR_ENV_SIGNAL, "FTRACE_SIGNAL", "signal number of the stop-the-world handshake")            \
     X(FTR_ENV_BUFSIZE, "FTRACE_BUFSIZE", "per-thread chunk size in KiB (default 256)")             \
-    X(FTR_ENV_ZSTD_LEVEL, "FTRACE_ZSTD_LEVEL", "zstd level of the trace file (default 1)")        \
+    X(FTR_ENV_ZSTD_LEVEL, "FTRACE_ZSTD_LEVEL", "zstd level of the trace file (default 1)")         \
     X(FTR_ENV_FLUSH_MS, "FTRACE_FLUSH_MS", "flush partial buffers every N ms (default 50)")        \
-    X(FTR_ENV_SESSION, "FTRACE_SESSION", "session id shared by every process of one run")         \
+    X(FTR_ENV_SESSION, "FTRACE_SESSION", "session id shared by every process of one run")          \
     X(FTR_ENV_DEPTH_MAX, "FTRACE_SHADOW_DEPTH", "shadow stack entries per thread (default 16384)") \
-    X(FTR_ENV_VERBOSE, "FTRACE_VERBOSE", "1: say on stderr what was patched and how")          \
-    X(FTR_ENV_FILTER, "FTRACE_FILTER", "functions to trace (-F): globs, -exclusions, mod:glob, @re") \
-    X(FTR_ENV_GRAPH_FUNCTION, "FTRACE_GRAPH_FUNCTION", "trace only the call trees under these")   \
-    X(FTR_ENV_NOTRACE, "FTRACE_NOTRACE", "hide the subtrees of these functions")                  \
-    X(FTR_ENV_MAX_DEPTH, "FTRACE_MAX_DEPTH", "record calls up to this depth (0: no limit)")      \
-    X(FTR_ENV_THRESHOLD, "FTRACE_THRESHOLD", "keep only calls at least this long (10us, 1ms)")   \
+    X(FTR_ENV_VERBOSE, "FTRACE_VERBOSE", "1: say on stderr what was patched and how")              \
+    X(FTR_ENV_FILTER, "FTRACE_FILTER",                                                             \
+      "functions to trace (-F): globs, -exclusions, mod:glob, @re")                                \
+    X(FTR_ENV_GRAPH_FUNCTION, "FTRACE_GRAPH_FUNCTION", "trace only the call trees under these")    \
+    X(FTR_ENV_NOTRACE, "FTRACE_NOTRACE", "hide the subtrees of these functions")                   \
+    X(FTR_ENV_MAX_DEPTH, "FTRACE_MAX_DEPTH", "record calls up to this depth (0: no limit)")        \
+    X(FTR_ENV_THRESHOLD, "FTRACE_THRESHOLD", "keep only calls at least this long (10us, 1ms)")     \
     X(FTR_ENV_DISABLED, "FTRACE_DISABLED", "1: start with tracing off (every site a NOP)")
 
 #define FTR_X_ENUM(id, name, help) id,
@@ -69,8 +70,7 @@ static inline const char *ftr_env_help(enum ftr_env_id id)
 static inline int ftr_parse_duration(const char *s, uint64_t *ns)
 {
     char *end;
-    if (!s || *s < '0' || *s > '9')
-        return -1;
+    if (!s || *s < '0' || *s > '9') return -1;
     double v = strtod(s, &end);
     double mul = 1e3;
     if (!strcmp(end, "ns"))
@@ -83,8 +83,7 @@ static inline int ftr_parse_duration(const char *s, uint64_t *ns)
         mul = 1e9;
     else
         return -1;
-    if (v < 0 || v * mul > 1e18)
-        return -1;
+    if (v < 0 || v * mul > 1e18) return -1;
     *ns = (uint64_t)(v * mul + 0.5);
     return 0;
 }

@@ -72,13 +72,11 @@ static inline int own_stack(const struct ftr_tls *t, uintptr_t a)
     return a && ((a - t->stack_lo) < (t->stack_hi - t->stack_lo) || t->stack_hi == 0);
 }
 
-
 /* A closed entry whose slot may still hold our return trampoline (a frame wrongly presumed
  * dead) is remembered, so that its return can still find where to go. */
 static void bury(struct ftr_tls *t, const struct ftr_shadow *e)
 {
-    if (!t->grave || e->ret == (uintptr_t)ftr_tramp_return)
-        return;
+    if (!t->grave || e->ret == (uintptr_t)ftr_tramp_return) return;
     t->grave[t->grave_pos++ & (FTR_GRAVE_SIZE - 1)] = *e;
 }
 
@@ -112,8 +110,8 @@ static inline int rewind_short(struct ftr_tls *t, const struct ftr_shadow *e, ui
     struct ftr_rec *last = t->pos - 1;
     struct ftr_chunk *c = t->thr->cur;
     uint32_t head = ftr_rec_head(e->site, FTR_EV_ENTRY);
-    if (!c || t->pos > t->end || last < c->rec || last >= c->rec + c->nrec ||
-        last->head != head || last->tsc != e->tsc)
+    if (!c || t->pos > t->end || last < c->rec || last >= c->rec + c->nrec || last->head != head ||
+        last->tsc != e->tsc)
         return 0;
     __atomic_exchange_n(&last->head, 0, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&c->flushed, __ATOMIC_SEQ_CST) > (size_t)(last - c->rec)) {
@@ -138,8 +136,7 @@ static inline int rewind_short(struct ftr_tls *t, const struct ftr_shadow *e, ui
 static struct ftr_shadow *close_dead(struct ftr_tls *t, struct ftr_shadow *top, uintptr_t sp,
                                      int inclusive, uint64_t tsc)
 {
-    if (!own_stack(t, sp))
-        return top;
+    if (!own_stack(t, sp)) return top;
     while (top > t->shadow_base && own_stack(t, top[-1].slot) &&
            (top[-1].slot < sp || (inclusive && top[-1].slot == sp))) {
         top--;
@@ -152,8 +149,7 @@ static struct ftr_shadow *close_dead(struct ftr_tls *t, struct ftr_shadow *top, 
 
 static inline int recording(const struct ftr_tls *t)
 {
-    return t->state == FTR_T_ACTIVE &&
-           atomic_load_explicit(&ftr_g.recording, memory_order_relaxed);
+    return t->state == FTR_T_ACTIVE && atomic_load_explicit(&ftr_g.recording, memory_order_relaxed);
 }
 
 void ftr_hook_entry(uint32_t site, uintptr_t *slot)
@@ -161,11 +157,9 @@ void ftr_hook_entry(uint32_t site, uintptr_t *slot)
     struct ftr_tls *t = &ftr_tls;
 
     if (unlikely(t->state != FTR_T_ACTIVE)) {
-        if (t->state != FTR_T_NEW || t->in_slow)
-            return;
+        if (t->state != FTR_T_NEW || t->in_slow) return;
         ftr_call_saving(ftr_thread_init_slow, NULL);
-        if (t->state != FTR_T_ACTIVE)
-            return;
+        if (t->state != FTR_T_ACTIVE) return;
     }
     uint64_t tsc = ftr_rdtsc();
     uintptr_t s = (uintptr_t)slot, ret = *slot;
@@ -183,10 +177,8 @@ void ftr_hook_entry(uint32_t site, uintptr_t *slot)
     uint32_t flags = 0;
     if (unlikely(ftr_g.site_flags_used)) {
         unsigned sf = site < FTR_SITE_FLAGS_MAX ? ftr_site_flags[site] : 0;
-        if (t->notrace_open)
-            return; /* inside a hidden subtree */
-        if (sf & FTR_SF_NOTRACE)
-            flags |= FTR_SH_NOTRACE;
+        if (t->notrace_open) return; /* inside a hidden subtree */
+        if (sf & FTR_SF_NOTRACE) flags |= FTR_SH_NOTRACE;
         if (sf & FTR_SF_TRIGGER)
             flags |= FTR_SH_TRIGGER;
         else if (ftr_g.graph_mode && !t->graph_open)
@@ -195,8 +187,7 @@ void ftr_hook_entry(uint32_t site, uintptr_t *slot)
     int rec = !(flags & FTR_SH_NOTRACE) &&
               atomic_load_explicit(&ftr_g.recording, memory_order_relaxed) &&
               (!ftr_g.max_depth || t->rec_depth < ftr_g.max_depth);
-    if (!rec && !flags)
-        return; /* nothing to record, nothing to count: leave the return alone */
+    if (!rec && !flags) return; /* nothing to record, nothing to count: leave the return alone */
 
     if (unlikely(top >= t->shadow_end)) {
         t->overruns++; /* like the kernel's trace_overrun: the call runs unhooked */
@@ -225,7 +216,9 @@ static __attribute__((noreturn)) void lost_return(void)
     /* Our return trampoline ran with no entry for it anywhere: there is no address to return
      * to; stop loudly rather than jump into nowhere. */
     static const char msg[] = "ftrace-run: fatal: return address of a traced call lost\n";
-    __asm__ volatile("syscall" : : "a"(1), "D"(2), "S"(msg), "d"(sizeof msg - 1)
+    __asm__ volatile("syscall"
+                     :
+                     : "a"(1), "D"(2), "S"(msg), "d"(sizeof msg - 1)
                      : "rcx", "r11", "memory");
     __builtin_trap();
 }
@@ -284,8 +277,7 @@ uintptr_t ftr_hook_exit(uintptr_t sp)
     uint64_t tsc = ftr_rdtsc();
 
     struct ftr_shadow *top = t->top;
-    if (unlikely(top <= t->shadow_base || top[-1].slot != slot))
-        return exit_slow(t, slot, tsc);
+    if (unlikely(top <= t->shadow_base || top[-1].slot != slot)) return exit_slow(t, slot, tsc);
     /* Every entry of this slot returns now: the function and those it tail-called. The
      * bottom one holds the real return address. */
     uintptr_t ret;
@@ -304,16 +296,14 @@ uintptr_t ftr_hook_exit(uintptr_t sp)
 void ftr_close_frames_below(uintptr_t sp, int inclusive)
 {
     struct ftr_tls *t = &ftr_tls;
-    if (!t->shadow_base)
-        return;
+    if (!t->shadow_base) return;
     t->top = close_dead(t, t->top, sp, inclusive, ftr_rdtsc());
 }
 
 void ftr_close_all_frames(void)
 {
     struct ftr_tls *t = &ftr_tls;
-    if (!t->shadow_base)
-        return;
+    if (!t->shadow_base) return;
     uint64_t tsc = ftr_rdtsc();
     struct ftr_shadow *top = t->top;
     while (top > t->shadow_base) {
@@ -327,10 +317,8 @@ void ftr_close_all_frames(void)
 void ftr_reopen_frames(void)
 {
     struct ftr_tls *t = &ftr_tls;
-    if (!t->shadow_base || !recording(t))
-        return;
+    if (!t->shadow_base || !recording(t)) return;
     uint64_t tsc = ftr_rdtsc();
     for (struct ftr_shadow *e = t->shadow_base; e < t->top; e++)
-        if (e->flags & FTR_SH_RECORDED)
-            record(t, ftr_rec_head(e->site, FTR_EV_ENTRY), tsc);
+        if (e->flags & FTR_SH_RECORDED) record(t, ftr_rec_head(e->site, FTR_EV_ENTRY), tsc);
 }

@@ -41,8 +41,7 @@ void ftr_msg(const char *fmt, ...)
     va_start(ap, fmt);
     n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
     va_end(ap);
-    if (n > (int)sizeof line - 2)
-        n = (int)sizeof line - 2;
+    if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
     line[n++] = '\n';
     /* straight to fd 2: stdio's stderr may be closed, redirected or locked by the program */
     if (write(2, line, (size_t)n) < 0) {
@@ -64,8 +63,7 @@ void ftr_xsave_init(void)
 static long env_long(enum ftr_env_id id, long dflt, long lo, long hi)
 {
     const char *s = getenv(ftr_env_name(id));
-    if (!s || !*s)
-        return dflt;
+    if (!s || !*s) return dflt;
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
@@ -95,8 +93,7 @@ static void read_cmdline(void)
     static char buf[65536];
     int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
     ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0)
-        close(fd);
+    if (fd >= 0) close(fd);
     uint32_t argc = 0;
     for (ssize_t i = 0; n > 0 && i < n && argc < 256; i += (ssize_t)strlen(buf + i) + 1)
         argv_copy[argc++] = buf + i;
@@ -146,8 +143,7 @@ static void fill_end(uint32_t how, int code)
  * memory and must not stop the parent's writer. */
 int ftr_finish(uint32_t how, int code)
 {
-    if (!ftr_g.ready || (uint32_t)getpid() != ftr_g.pid || atomic_exchange(&ended, 1))
-        return 0;
+    if (!ftr_g.ready || (uint32_t)getpid() != ftr_g.pid || atomic_exchange(&ended, 1)) return 0;
     atomic_store(&ftr_g.recording, 0);
     ftr_tls.in_slow = 1; /* this thread records nothing more */
     fill_end(how, code);
@@ -155,8 +151,7 @@ int ftr_finish(uint32_t how, int code)
     end_info.lost = ftr_lost_events();
     end_info.overruns = ftr_overrun_calls();
     ftr_writer_stop(&end_info);
-    if (how != FTR_END_EXEC)
-        print_summary();
+    if (how != FTR_END_EXEC) print_summary();
     return 1;
 }
 
@@ -210,8 +205,7 @@ void ftr_child_after_fork(void)
     ftr_modules_lock(-1);
     ftr_fd_lock_reset();
     ftr_threads_child_fork();
-    if (!ftr_g.ready || atomic_load(&ended))
-        return;
+    if (!ftr_g.ready || atomic_load(&ended)) return;
     ftr_g.pid = (uint32_t)getpid();
     ftr_process.pid = ftr_g.pid;
     ftr_process.ppid = (uint32_t)getppid();
@@ -253,27 +247,26 @@ static main_fn real_main;
 
 static int main_wrapper(int argc, char **argv, char **envp)
 {
-    if (ftr_g.ready)
-        on_exit(on_exit_handler, NULL);
+    if (ftr_g.ready) on_exit(on_exit_handler, NULL);
     return real_main(argc, argv, envp);
 }
 
 __attribute__((visibility("default"))) int __libc_start_main(main_fn main, int argc, char **argv,
-                                                             void (*init)(void),
-                                                             void (*fini)(void),
+                                                             void (*init)(void), void (*fini)(void),
                                                              void (*rtld_fini)(void),
                                                              void *stack_end)
 {
     start_fn next = NULL;
-    if (init)
-        next = (start_fn)dlvsym(RTLD_NEXT, "__libc_start_main", "GLIBC_2.2.5");
-    if (!next)
-        next = (start_fn)dlsym(RTLD_NEXT, "__libc_start_main");
+    if (init) next = (start_fn)dlvsym(RTLD_NEXT, "__libc_start_main", "GLIBC_2.2.5");
+    if (!next) next = (start_fn)dlsym(RTLD_NEXT, "__libc_start_main");
     real_main = main;
     return next(main_wrapper, argc, argv, init, fini, rtld_fini, stack_end);
 }
 
-__attribute__((destructor)) static void ftr_fini(void) { ftr_finish(FTR_END_EXIT, 0); }
+__attribute__((destructor)) static void ftr_fini(void)
+{
+    ftr_finish(FTR_END_EXIT, 0);
+}
 
 /* _exit() skips atexit handlers and destructors; the trace must still be complete. */
 __attribute__((visibility("default"), noreturn)) void _exit(int status)
@@ -282,12 +275,15 @@ __attribute__((visibility("default"), noreturn)) void _exit(int status)
     for (;;)
         syscall(SYS_exit_group, status);
 }
-__attribute__((visibility("default"), noreturn)) void _Exit(int status) { _exit(status); }
+__attribute__((visibility("default"), noreturn)) void _Exit(int status)
+{
+    _exit(status);
+}
 
 /* Best effort on a fatal signal: flush what was recorded, then die of the same signal. The
  * handlers are installed only where the program left the default action; a program that
  * installs its own handler later replaces ours, as it expects. */
-static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP,
+static const int fatal_signals[] = {SIGSEGV, SIGBUS,  SIGFPE, SIGILL, SIGABRT, SIGTRAP,
                                     SIGSYS,  SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 
 static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
@@ -322,7 +318,6 @@ static void install_fatal_handlers(void)
     }
 }
 
-
 /* The root process of a session creates the file and writes its header; every other process
  * of the session (fork children have the file already; exec'd images and spawned children
  * find FTRACE_SESSION in their environment) appends to it. Every write is a whole number of
@@ -332,8 +327,7 @@ static int open_output(void)
 {
     int flags = O_WRONLY | O_APPEND | O_CLOEXEC | (ftr_is_root ? O_CREAT | O_TRUNC : O_CREAT);
     int fd = open(ftr_g.output, flags, 0644);
-    if (fd < 0)
-        return -1;
+    if (fd < 0) return -1;
     /* out of the way of the program's own descriptor numbers */
     int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
     if (high >= 0) {
@@ -342,8 +336,8 @@ static int open_output(void)
     }
     if (ftr_is_root) {
         struct ftr_buf hdr = {0};
-        int ok = ftr_enc_file_header(&hdr) == FTR_OK &&
-                 write(fd, hdr.data, hdr.len) == (ssize_t)hdr.len;
+        int ok =
+            ftr_enc_file_header(&hdr) == FTR_OK && write(fd, hdr.data, hdr.len) == (ssize_t)hdr.len;
         ftr_buf_free(&hdr);
         if (!ok) {
             close(fd);

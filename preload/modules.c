@@ -27,13 +27,13 @@
 
 struct mod {
     struct ftr_module m;
-    uint8_t *stubs;      /* stub area: 2 jump slots, then FTR_STUB_SIZE bytes per site */
+    uint8_t *stubs; /* stub area: 2 jump slots, then FTR_STUB_SIZE bytes per site */
     size_t stubs_len;
     uint32_t id;
-    int ready;           /* stubs built and described to the trace */
-    int gone;            /* unloaded (dlclose): its sites are forgotten */
-    int seen;            /* scratch: found by the last dl_iterate_phdr walk */
-    int is_main;         /* the executable */
+    int ready;   /* stubs built and described to the trace */
+    int gone;    /* unloaded (dlclose): its sites are forgotten */
+    int seen;    /* scratch: found by the last dl_iterate_phdr walk */
+    int is_main; /* the executable */
 };
 
 static pthread_mutex_t mods_lock = PTHREAD_MUTEX_INITIALIZER; /* dlopen/dlclose/patching */
@@ -53,8 +53,7 @@ static struct mod *find_loaded(uint64_t base, const char *path)
 static int is_self(const struct dl_phdr_info *info)
 {
     Dl_info di;
-    if (!dladdr((void *)ftr_modules_scan, &di))
-        return 0;
+    if (!dladdr((void *)ftr_modules_scan, &di)) return 0;
     return (uintptr_t)di.dli_fbase == info->dlpi_addr ||
            (info->dlpi_name && di.dli_fname && strcmp(info->dlpi_name, di.dli_fname) == 0 &&
             info->dlpi_name[0]);
@@ -68,18 +67,14 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
     const char *path = info->dlpi_name;
     char exe[4096];
     if (!path || !*path) {
-        if ((*visited)++ > 0)
-            return 0; /* only the first module, unnamed, is the executable */
+        if ((*visited)++ > 0) return 0; /* only the first module, unnamed, is the executable */
         ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (n <= 0)
-            return 0;
+        if (n <= 0) return 0;
         exe[n] = 0;
         path = exe;
-    }
-    else
+    } else
         (*visited)++;
-    if (strstr(path, "linux-vdso") || is_self(info))
-        return 0;
+    if (strstr(path, "linux-vdso") || is_self(info)) return 0;
     struct mod *known = find_loaded(info->dlpi_addr, path);
     if (known) {
         known->seen = 1;
@@ -92,8 +87,7 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
             return 0;
         }
     struct mod *nm = realloc(mods, (nmods + 1) * sizeof *mods);
-    if (!nm)
-        return 1;
+    if (!nm) return 1;
     mods = nm;
     struct mod *md = &mods[nmods];
     memset(md, 0, sizeof *md);
@@ -129,12 +123,10 @@ static int map_stubs(struct mod *md)
         for (uint64_t step = 0; step < 1024; step++) {
             uint64_t at = side == 0 ? ((lo - len) & ~(uint64_t)(page - 1)) - (step << 20)
                                     : ((hi + page - 1) & ~(uint64_t)(page - 1)) + (step << 20);
-            if ((int64_t)(hi - at) >= REACH - 64 || (int64_t)(at + len - lo) >= REACH - 64)
-                break;
+            if ((int64_t)(hi - at) >= REACH - 64 || (int64_t)(at + len - lo) >= REACH - 64) break;
             void *p = mmap((void *)at, len, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-            if (p == MAP_FAILED)
-                continue;
+            if (p == MAP_FAILED) continue;
             if ((uint64_t)p != at) { /* old kernels treat the flag as a hint */
                 munmap(p, len);
                 continue;
@@ -149,8 +141,7 @@ static int map_stubs(struct mod *md)
 
 static int build_stubs(struct mod *md)
 {
-    if (map_stubs(md) < 0)
-        return -1;
+    if (map_stubs(md) < 0) return -1;
     uint64_t base = (uint64_t)md->stubs;
     uint64_t fentry_slot = base, mcount_slot = base + 8;
     uint64_t a = (uint64_t)ftr_tramp_fentry, b = (uint64_t)ftr_tramp_mcount;
@@ -183,12 +174,11 @@ static void describe(struct ftr_enc *enc, const struct mod *md, struct ftr_buf *
     };
     ftr_enc_module(enc, ftr_g.pid, &mi, out);
     struct ftr_site_info *si = calloc(md->m.nsites, sizeof *si);
-    if (!si)
-        return;
+    if (!si) return;
     for (size_t i = 0; i < md->m.nsites; i++) {
         const struct ftr_site *s = &md->m.sites[i];
-        si[i] = (struct ftr_site_info){.site = s->index, .addr = s->addr, .func = s->func,
-                                       .name = s->name};
+        si[i] = (struct ftr_site_info){
+            .site = s->index, .addr = s->addr, .func = s->func, .name = s->name};
     }
     ftr_enc_sites(enc, ftr_g.pid, md->id, si, md->m.nsites, out);
     free(si);
@@ -214,8 +204,7 @@ static uint64_t fix_ip(void *arg, uint64_t ip)
     (void)arg;
     for (size_t k = 0; k < nmods; k++) {
         const struct ftr_module *m = &mods[k].m;
-        if (mods[k].gone || ip < m->lo || ip >= m->hi || !m->nsites)
-            continue;
+        if (mods[k].gone || ip < m->lo || ip >= m->hi || !m->nsites) continue;
         size_t lo = 0, hi = m->nsites;
         while (lo < hi) { /* last site with addr < ip */
             size_t mid = (lo + hi) / 2;
@@ -224,8 +213,7 @@ static uint64_t fix_ip(void *arg, uint64_t ip)
             else
                 hi = mid;
         }
-        if (lo > 0)
-            return ftr_site_fixup_ip(&m->sites[lo - 1], ip);
+        if (lo > 0) return ftr_site_fixup_ip(&m->sites[lo - 1], ip);
     }
     return ip;
 }
@@ -254,13 +242,11 @@ static int repatch(char *err, size_t errlen)
     size_t n = 0;
     for (size_t k = 0; k < nmods; k++) {
         struct mod *md = &mods[k];
-        if (!md->ready)
-            continue;
+        if (!md->ready) continue;
         for (size_t i = 0; i < md->m.nsites; i++) {
             struct ftr_site *s = &md->m.sites[i];
             int want = wanted(md, s);
-            if (s->patched == want)
-                continue;
+            if (s->patched == want) continue;
             struct ftr_poke *p = &pokes[n];
             p->addr = s->addr;
             p->len = s->len;
@@ -308,8 +294,8 @@ static int repatch(char *err, size_t errlen)
                     ftr_g.skipped++;
                     continue;
                 }
-                which[i]->patched = (uint8_t)(pokes[i].bytes[0] == 0xe8 ? FTR_SITE_CALL
-                                                                         : FTR_SITE_NOP);
+                which[i]->patched =
+                    (uint8_t)(pokes[i].bytes[0] == 0xe8 ? FTR_SITE_CALL : FTR_SITE_NOP);
             }
         } else if (job.refused < 0) {
             snprintf(err, errlen, "cannot rewrite code: %s", strerror(errno));
@@ -330,22 +316,18 @@ static void prepare_new(void)
     struct ftr_buf meta = {0};
     for (size_t k = 0; k < nmods; k++) {
         struct mod *md = &mods[k];
-        if (md->ready || md->gone)
-            continue;
+        if (md->ready || md->gone) continue;
         if (build_stubs(md) < 0) {
-            ftr_msg("%s: no room for stubs within reach; its functions are not traced",
-                    md->m.path);
+            ftr_msg("%s: no room for stubs within reach; its functions are not traced", md->m.path);
             md->gone = 1;
             continue;
         }
         md->ready = 1;
-        if (enc)
-            describe(enc, md, &meta);
+        if (enc) describe(enc, md, &meta);
         ftr_g.sites += md->m.nsites;
         ftr_g.skipped += md->m.skipped;
     }
-    if (meta.len)
-        ftr_writer_add_meta(&meta);
+    if (meta.len) ftr_writer_add_meta(&meta);
     ftr_buf_free(&meta);
     ftr_enc_free(enc);
 }
@@ -354,14 +336,12 @@ static size_t count_traced(size_t *modules)
 {
     size_t used = 0, traced = 0;
     for (size_t k = 0; k < nmods; k++) {
-        if (!mods[k].ready || mods[k].gone)
-            continue;
+        if (!mods[k].ready || mods[k].gone) continue;
         used++;
         for (size_t i = 0; i < mods[k].m.nsites; i++)
             traced += mods[k].m.sites[i].patched == FTR_SITE_CALL;
     }
-    if (modules)
-        *modules = used;
+    if (modules) *modules = used;
     return traced;
 }
 
@@ -396,12 +376,10 @@ int ftr_modules_patch(char *err, size_t errlen)
 void ftr_modules_describe(struct ftr_buf *out)
 {
     struct ftr_enc *enc = ftr_enc_new(ftr_g.zstd_level);
-    if (!enc)
-        return;
+    if (!enc) return;
     pthread_mutex_lock(&mods_lock);
     for (size_t k = 0; k < nmods; k++)
-        if (mods[k].ready && !mods[k].gone)
-            describe(enc, &mods[k], out);
+        if (mods[k].ready && !mods[k].gone) describe(enc, &mods[k], out);
     pthread_mutex_unlock(&mods_lock);
     ftr_enc_free(enc);
 }
@@ -410,8 +388,7 @@ void ftr_modules_describe(struct ftr_buf *out)
  * no longer mapped (site indices are never reused, so no stale name can come back). */
 void ftr_modules_rescan(void)
 {
-    if (!ftr_g.ready)
-        return;
+    if (!ftr_g.ready) return;
     pthread_mutex_lock(&mods_lock);
     for (size_t k = 0; k < nmods; k++)
         mods[k].seen = 0;
@@ -419,8 +396,7 @@ void ftr_modules_rescan(void)
     dl_iterate_phdr(collect, &visited);
     for (size_t k = 0; k < nmods; k++) {
         struct mod *md = &mods[k];
-        if (md->seen)
-            continue;
+        if (md->seen) continue;
         if (!md->gone && md->stubs)
             munmap(md->stubs, md->stubs_len); /* unloaded: nothing can reach them any more */
         md->stubs = NULL;
@@ -432,8 +408,7 @@ void ftr_modules_rescan(void)
     }
     pthread_mutex_unlock(&mods_lock);
     char err[256];
-    if (ftr_modules_patch(err, sizeof err) < 0)
-        ftr_msg("%s; new functions are not traced", err);
+    if (ftr_modules_patch(err, sizeof err) < 0) ftr_msg("%s; new functions are not traced", err);
 }
 
 /* ---- dlopen / dlclose ----
@@ -454,11 +429,9 @@ static const char *caller_search(const void *caller, const char *file, char *out
     if (!file || strchr(file, '/') || !dladdr1(caller, &di, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
         return file;
     Dl_serinfo size;
-    if (dlinfo(lm, RTLD_DI_SERINFOSIZE, &size) != 0 || size.dls_size == 0)
-        return file;
+    if (dlinfo(lm, RTLD_DI_SERINFOSIZE, &size) != 0 || size.dls_size == 0) return file;
     Dl_serinfo *si = malloc(size.dls_size);
-    if (!si)
-        return file;
+    if (!si) return file;
     *si = size;
     const char *found = file;
     if (dlinfo(lm, RTLD_DI_SERINFO, si) == 0) {
@@ -476,37 +449,30 @@ static const char *caller_search(const void *caller, const char *file, char *out
 
 __attribute__((visibility("default"))) void *dlopen(const char *file, int mode)
 {
-    if (!real_dlopen)
-        real_dlopen = (dlopen_fn)dlsym(RTLD_NEXT, "dlopen");
-    if (!real_dlopen)
-        return NULL;
+    if (!real_dlopen) real_dlopen = (dlopen_fn)dlsym(RTLD_NEXT, "dlopen");
+    if (!real_dlopen) return NULL;
     char path[4096];
     void *h = NULL;
     if (file && !strchr(file, '/'))
         h = real_dlopen(file, mode | RTLD_NOLOAD); /* already loaded: no search happens */
     if (h && !(mode & RTLD_NOLOAD)) {
-        if (!real_dlclose)
-            real_dlclose = (dlclose_fn)dlsym(RTLD_NEXT, "dlclose");
+        if (!real_dlclose) real_dlclose = (dlclose_fn)dlsym(RTLD_NEXT, "dlclose");
         real_dlclose(h); /* undo the NOLOAD reference; the real open takes its own */
         h = real_dlopen(file, mode);
     } else if (!h) {
-        h = real_dlopen(caller_search(__builtin_return_address(0), file, path, sizeof path),
-                        mode);
+        h = real_dlopen(caller_search(__builtin_return_address(0), file, path, sizeof path), mode);
         if (!h && file && !strchr(file, '/'))
             h = real_dlopen(file, mode); /* same error message as without us */
     }
-    if (h && !(mode & RTLD_NOLOAD))
-        ftr_modules_rescan();
+    if (h && !(mode & RTLD_NOLOAD)) ftr_modules_rescan();
     return h;
 }
 
 __attribute__((visibility("default"))) int dlclose(void *handle)
 {
-    if (!real_dlclose)
-        real_dlclose = (dlclose_fn)dlsym(RTLD_NEXT, "dlclose");
+    if (!real_dlclose) real_dlclose = (dlclose_fn)dlsym(RTLD_NEXT, "dlclose");
     int rc = real_dlclose ? real_dlclose(handle) : -1;
-    if (rc == 0)
-        ftr_modules_rescan();
+    if (rc == 0) ftr_modules_rescan();
     return rc;
 }
 
@@ -526,8 +492,7 @@ void ftr_modules_say_unmatched(const char *expr)
     size_t m = names ? ftr_settings_nearest(names, n, near, 5) : 0;
     char list[512] = "";
     for (size_t i = 0; i < m; i++)
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
-                 near[i]);
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", near[i]);
     ftr_msg("filter '%s' matches none of the %zu functions%s%s; running untraced", expr, n,
             m ? "; nearest: " : "", list);
     free(names);

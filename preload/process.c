@@ -80,8 +80,7 @@ static int has_name(char *const env[], const char *entry)
 {
     size_t len = strcspn(entry, "=");
     for (size_t i = 0; env && env[i]; i++)
-        if (strncmp(env[i], entry, len) == 0 && env[i][len] == '=')
-            return 1;
+        if (strncmp(env[i], entry, len) == 0 && env[i][len] == '=') return 1;
     return 0;
 }
 
@@ -108,8 +107,7 @@ static char **session_envp(char *const env[], char **out, char *ld, size_t ldlen
         out[n++] = ld;
     }
     for (size_t i = 0; i < n_session_env; i++)
-        if (!has_name(env, session_env[i]))
-            out[n++] = session_env[i];
+        if (!has_name(env, session_env[i])) out[n++] = session_env[i];
     out[n] = NULL;
     return out;
 }
@@ -125,8 +123,7 @@ static char **session_envp(char *const env[], char **out, char *ld, size_t ldlen
         int finished_ = ftr_finish(FTR_END_EXEC, 0);                                               \
         int rc_ = (call);                                                                          \
         int errno_ = errno;                                                                        \
-        if (finished_)                                                                             \
-            ftr_resume();                                                                          \
+        if (finished_) ftr_resume();                                                               \
         errno = errno_;                                                                            \
         return rc_;                                                                                \
     } while (0)
@@ -155,15 +152,20 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
     DO_EXEC(real_fexecve ? real_fexecve(fd, argv, env) : missing());
 }
 
-EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
-                    int flags)
+EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
     SESSION_ENVP(envp, env);
     DO_EXEC(real_execveat ? real_execveat(dirfd, path, argv, env, flags) : missing());
 }
 
-EXPORT int execv(const char *path, char *const argv[]) { return execve(path, argv, environ); }
-EXPORT int execvp(const char *file, char *const argv[]) { return execvpe(file, argv, environ); }
+EXPORT int execv(const char *path, char *const argv[])
+{
+    return execve(path, argv, environ);
+}
+EXPORT int execvp(const char *file, char *const argv[])
+{
+    return execvpe(file, argv, environ);
+}
 
 /* execl*(): the variadic arguments, gathered into an argv on the stack. */
 #define GATHER(first, ap, argv, after)                                                             \
@@ -202,8 +204,7 @@ EXPORT int execle(const char *path, const char *arg, ...)
 EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
                        const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-    if (!real_posix_spawn)
-        return ENOSYS;
+    if (!real_posix_spawn) return ENOSYS;
     SESSION_ENVP(envp, env);
     return real_posix_spawn(pid, path, fa, attr, argv, env);
 }
@@ -211,8 +212,7 @@ EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_acti
 EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
                         const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-    if (!real_posix_spawnp)
-        return ENOSYS;
+    if (!real_posix_spawnp) return ENOSYS;
     SESSION_ENVP(envp, env);
     return real_posix_spawnp(pid, file, fa, attr, argv, env);
 }

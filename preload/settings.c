@@ -53,8 +53,7 @@ static int parse(const char *what, const char *expr, struct ftr_filter **out, ch
 /* A quick TSC rate for converting the threshold before the writer's calibration is done. */
 static uint64_t tsc_hz_now(void)
 {
-    if (ftr_g.tsc_hz)
-        return ftr_g.tsc_hz;
+    if (ftr_g.tsc_hz) return ftr_g.tsc_hz;
     struct timespec a, b, d = {0, 1000000};
     clock_gettime(CLOCK_MONOTONIC_RAW, &a);
     uint64_t t0 = ftr_rdtsc();
@@ -78,8 +77,8 @@ int ftr_settings_init(char *err, size_t errlen)
               &filter_expr, err, errlen) < 0 ||
         parse(ftr_env_name(FTR_ENV_GRAPH_FUNCTION), getenv(ftr_env_name(FTR_ENV_GRAPH_FUNCTION)),
               &graph_fns, &graph_expr, err, errlen) < 0 ||
-        parse(ftr_env_name(FTR_ENV_NOTRACE), getenv(ftr_env_name(FTR_ENV_NOTRACE)),
-              &notrace_fns, &notrace_expr, err, errlen) < 0)
+        parse(ftr_env_name(FTR_ENV_NOTRACE), getenv(ftr_env_name(FTR_ENV_NOTRACE)), &notrace_fns,
+              &notrace_expr, err, errlen) < 0)
         return -1;
     /* graph_fns/notrace_fns select nothing when empty: an empty expression selects all */
     if (!graph_expr) {
@@ -120,30 +119,29 @@ int ftr_settings_init(char *err, size_t errlen)
     return 0;
 }
 
-int ftr_settings_enabled(void) { return enabled; }
+int ftr_settings_enabled(void)
+{
+    return enabled;
+}
 
 unsigned ftr_site_wanted(const char *module, int is_main, const struct ftr_site *s)
 {
     unsigned sf = 0;
-    if (graph_fns && ftr_filter_match_ex(graph_fns, module, is_main, s->name))
-        sf |= FTR_SF_TRIGGER;
+    if (graph_fns && ftr_filter_match_ex(graph_fns, module, is_main, s->name)) sf |= FTR_SF_TRIGGER;
     if (notrace_fns && ftr_filter_match_ex(notrace_fns, module, is_main, s->name))
         sf |= FTR_SF_NOTRACE;
-    if (ftr_site_flags && s->index < FTR_SITE_FLAGS_MAX)
-        ftr_site_flags[s->index] = (uint8_t)sf;
-    if (!enabled)
-        return FTR_SITE_NOP;
+    if (ftr_site_flags && s->index < FTR_SITE_FLAGS_MAX) ftr_site_flags[s->index] = (uint8_t)sf;
+    if (!enabled) return FTR_SITE_NOP;
     /* roots and hidden functions stay hooked whatever the filter says: they steer the rest */
     return sf || ftr_filter_match_ex(filter, module, is_main, s->name) ? FTR_SITE_CALL
-                                                                         : FTR_SITE_NOP;
+                                                                       : FTR_SITE_NOP;
 }
 
 int ftr_set_recording(int on, char *err, size_t errlen)
 {
     pthread_mutex_lock(&settings_lock);
     enabled = on;
-    if (on)
-        atomic_store(&ftr_g.recording, 1);
+    if (on) atomic_store(&ftr_g.recording, 1);
     int rc = ftr_modules_patch(err, errlen);
     if (!on) /* calls in flight still record their exits (their entries were recorded) */
         atomic_store(&ftr_g.recording, 0);
@@ -155,8 +153,7 @@ int ftr_set_filter(const char *expr, char *err, size_t errlen)
 {
     pthread_mutex_lock(&settings_lock);
     int rc = parse("filter", expr, &filter, &filter_expr, err, errlen);
-    if (rc == 0)
-        rc = ftr_modules_patch(err, errlen);
+    if (rc == 0) rc = ftr_modules_patch(err, errlen);
     pthread_mutex_unlock(&settings_lock);
     return rc;
 }
@@ -207,9 +204,9 @@ void ftr_status(struct ftr_buf *out)
                      "\nbytes written: %" PRIu64 "\noutput: %s\n",
                      ftr_g.pid, enabled ? "on" : "off", filter_expr ? filter_expr : "(all)",
                      graph_expr ? graph_expr : "(none)", notrace_expr ? notrace_expr : "(none)",
-                     ftr_g.max_depth, (double)ftr_g.threshold_ticks * 1e6 / (double)hz,
-                     ftr_g.sites, ftr_g.patched, ftr_g.skipped, ftr_writer_events(),
-                     ftr_lost_events(), ftr_writer_bytes(), ftr_g.output);
+                     ftr_g.max_depth, (double)ftr_g.threshold_ticks * 1e6 / (double)hz, ftr_g.sites,
+                     ftr_g.patched, ftr_g.skipped, ftr_writer_events(), ftr_lost_events(),
+                     ftr_writer_bytes(), ftr_g.output);
     pthread_mutex_unlock(&settings_lock);
     ftr_buf_append(out, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
 }
@@ -220,7 +217,10 @@ size_t ftr_settings_nearest(const char *const *names, size_t n, const char **out
     return filter ? ftr_filter_nearest(filter, names, n, out, k) : 0;
 }
 
-const char *ftr_settings_filter_expr(void) { return filter_expr; }
+const char *ftr_settings_filter_expr(void)
+{
+    return filter_expr;
+}
 
 void ftr_settings_lock(int how)
 {

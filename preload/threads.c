@@ -23,8 +23,8 @@ __thread struct ftr_tls ftr_tls __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pool_cond = PTHREAD_COND_INITIALIZER;
-static struct ftr_thread *threads;            /* registry */
-static struct ftr_chunk *free_chunks;         /* pool */
+static struct ftr_thread *threads;                            /* registry */
+static struct ftr_chunk *free_chunks;                         /* pool */
 static struct ftr_chunk *full_head, **full_tail = &full_head; /* FIFO to the writer */
 static size_t chunks_allocated;
 static pthread_key_t thread_key;
@@ -32,7 +32,10 @@ static uint64_t lost_ended, overruns_ended; /* of threads that ended (under reg_
 
 #define POOL_MAX_BYTES (256u << 20) /* past this, a thread waits for a writer that is behind */
 
-static size_t chunk_size(void) { return sizeof(struct ftr_chunk) + ftr_g.chunk_bytes; }
+static size_t chunk_size(void)
+{
+    return sizeof(struct ftr_chunk) + ftr_g.chunk_bytes;
+}
 
 /* Must hold reg_lock. Returns a zeroed chunk, or NULL when the pool is exhausted and the writer
  * did not free one in time (the caller then loses events). */
@@ -50,14 +53,12 @@ static struct ftr_chunk *chunk_get_locked(void)
         if (chunks_allocated * chunk_size() < POOL_MAX_BYTES || !full_head) {
             struct ftr_chunk *c = mmap(NULL, chunk_size(), PROT_READ | PROT_WRITE,
                                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            if (c == MAP_FAILED)
-                return NULL;
+            if (c == MAP_FAILED) return NULL;
             c->nrec = ftr_g.chunk_bytes / sizeof(struct ftr_rec);
             chunks_allocated++;
             return c;
         }
-        if (tries == 20)
-            return NULL;
+        if (tries == 20) return NULL;
         /* The writer is behind: wait for it rather than lose events. */
         ftr_wake_writer();
         struct timespec ts;
@@ -98,17 +99,14 @@ static void thread_destructor(void *arg)
 {
     struct ftr_thread *thr = arg;
     struct ftr_tls *t = &ftr_tls;
-    if (t->thr != thr)
-        return;
+    if (t->thr != thr) return;
     ftr_close_all_frames(); /* left by pthread_exit() or cancellation: they end with the thread */
     t->in_slow = 1;
     t->state = FTR_T_OFF;
     pthread_mutex_lock(&reg_lock);
-    if (thr->held)
-        queue_full_locked(thr->held);
+    if (thr->held) queue_full_locked(thr->held);
     thr->held = NULL;
-    if (thr->cur)
-        queue_full_locked(thr->cur);
+    if (thr->cur) queue_full_locked(thr->cur);
     thr->cur = NULL;
     if (thr->spare) { /* never written: back to the pool as it is */
         thr->spare->next = free_chunks;
@@ -133,8 +131,7 @@ void ftr_thread_init_slow(void *unused)
 {
     (void)unused;
     struct ftr_tls *t = &ftr_tls;
-    if (t->state != FTR_T_NEW || !ftr_g.ready)
-        return;
+    if (t->state != FTR_T_NEW || !ftr_g.ready) return;
     t->in_slow = 1;
     t->state = FTR_T_OFF; /* until everything below succeeded */
 
@@ -144,8 +141,7 @@ void ftr_thread_init_slow(void *unused)
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (!thr || shadow == MAP_FAILED) {
         free(thr);
-        if (shadow != MAP_FAILED)
-            munmap(shadow, shadow_bytes);
+        if (shadow != MAP_FAILED) munmap(shadow, shadow_bytes);
         t->in_slow = 0;
         return;
     }
@@ -183,8 +179,7 @@ void ftr_thread_init_slow(void *unused)
 static void report_lost(struct ftr_tls *t)
 {
     uint64_t n = t->lost - t->lost_reported;
-    if (!n || !t->pos || t->pos >= t->end)
-        return;
+    if (!n || !t->pos || t->pos >= t->end) return;
     uint32_t arg = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
     t->lost_reported += arg;
     ftr_record_special(FTR_SP_LOST, arg);
@@ -289,8 +284,14 @@ void ftr_reap_threads(void)
 /* In a fork child, only the forking thread exists. Its chunk holds records of the parent,
  * which the parent's writer writes: mark them as taken. Every other chunk goes back to the
  * pool. The locks were held across fork (ftr_threads_prepare_fork): make them new. */
-void ftr_threads_prepare_fork(void) { pthread_mutex_lock(&reg_lock); }
-void ftr_threads_parent_fork(void) { pthread_mutex_unlock(&reg_lock); }
+void ftr_threads_prepare_fork(void)
+{
+    pthread_mutex_lock(&reg_lock);
+}
+void ftr_threads_parent_fork(void)
+{
+    pthread_mutex_unlock(&reg_lock);
+}
 
 void ftr_threads_child_fork(void)
 {
@@ -308,8 +309,7 @@ void ftr_threads_child_fork(void)
     full_tail = &full_head;
     for (struct ftr_thread *thr = threads, *next; thr; thr = next) {
         next = thr->next;
-        if (thr == t->thr)
-            continue;
+        if (thr == t->thr) continue;
         if (thr->cur && thr->cur != keep) {
             memset(thr->cur->rec, 0, thr->cur->nrec * sizeof thr->cur->rec[0]);
             thr->cur->next = free_chunks;
@@ -340,8 +340,7 @@ void ftr_threads_child_fork(void)
         if (keep) {
             keep->tid = t->thr->tid;
             struct ftr_rec *pos = t->pos;
-            if (pos > keep->rec + keep->nrec)
-                pos = keep->rec + keep->nrec;
+            if (pos > keep->rec + keep->nrec) pos = keep->rec + keep->nrec;
             keep->flushed = (size_t)(pos - keep->rec);
         }
     }

@@ -40,9 +40,9 @@ struct ftr_shadow {
 #define FTR_SITE_FLAGS_MAX (1u << 24)
 
 enum ftr_tstate {
-    FTR_T_NEW = 0,  /* no hook has run in this thread yet */
-    FTR_T_ACTIVE,   /* recording */
-    FTR_T_OFF,      /* never records: the writer thread, a thread past its end, a failed init */
+    FTR_T_NEW = 0, /* no hook has run in this thread yet */
+    FTR_T_ACTIVE,  /* recording */
+    FTR_T_OFF,     /* never records: the writer thread, a thread past its end, a failed init */
 };
 
 struct ftr_chunk;
@@ -55,35 +55,35 @@ struct ftr_tls {
     struct ftr_shadow *top;         /* next free shadow entry */
     struct ftr_shadow *shadow_base; /* shadow stack bounds */
     struct ftr_shadow *shadow_end;
-    uint32_t state;                 /* enum ftr_tstate */
-    uint32_t in_slow;               /* inside the slow path: nested hooks do not record */
-    uint32_t filling;               /* records being written (more than one: a signal handler
-                                       interrupted a record, whose slot is still empty) */
-    struct ftr_thread *thr;         /* registry entry (threads.c) */
-    uintptr_t stack_lo, stack_hi;   /* this thread's own stack (0, 0: unknown) */
-    struct ftr_shadow *grave;       /* FTR_GRAVE_SIZE entries closed as dead, most recent last */
+    uint32_t state;               /* enum ftr_tstate */
+    uint32_t in_slow;             /* inside the slow path: nested hooks do not record */
+    uint32_t filling;             /* records being written (more than one: a signal handler
+                                     interrupted a record, whose slot is still empty) */
+    struct ftr_thread *thr;       /* registry entry (threads.c) */
+    uintptr_t stack_lo, stack_hi; /* this thread's own stack (0, 0: unknown) */
+    struct ftr_shadow *grave;     /* FTR_GRAVE_SIZE entries closed as dead, most recent last */
     uint32_t grave_pos;
-    uint32_t rec_depth;             /* recorded frames open (for --max-depth) */
-    uint32_t graph_open;            /* --graph-function roots open */
-    uint32_t notrace_open;          /* --notrace functions open */
-    uint64_t overruns;              /* calls not hooked because the shadow stack was full */
-    uint64_t lost;                  /* events dropped (nested in the slow path, no chunk) */
-    uint64_t lost_reported;         /* of those, already told in a LOST event */
+    uint32_t rec_depth;     /* recorded frames open (for --max-depth) */
+    uint32_t graph_open;    /* --graph-function roots open */
+    uint32_t notrace_open;  /* --notrace functions open */
+    uint64_t overruns;      /* calls not hooked because the shadow stack was full */
+    uint64_t lost;          /* events dropped (nested in the slow path, no chunk) */
+    uint64_t lost_reported; /* of those, already told in a LOST event */
 };
 extern __thread struct ftr_tls ftr_tls __attribute__((tls_model("initial-exec"))) FTR_HIDDEN;
 
 /* ---- process-wide state ---- */
 struct ftr_global {
-    atomic_int recording;   /* hooks record events (else they keep only the shadow stack) */
+    atomic_int recording; /* hooks record events (else they keep only the shadow stack) */
     int quiet;
     int verbose;
-    int ready;              /* constructor finished setting up */
+    int ready; /* constructor finished setting up */
     char output[4096];
-    int fd;                 /* the trace file */
+    int fd; /* the trace file */
     uint32_t pid;
     uint64_t session;
     uint64_t start_tsc, start_ns;
-    size_t chunk_bytes;     /* bytes of records per chunk */
+    size_t chunk_bytes; /* bytes of records per chunk */
     size_t shadow_entries;
     int zstd_level;
     unsigned flush_ms;
@@ -93,12 +93,12 @@ struct ftr_global {
     /* graph knobs, read by the hooks (relaxed): 0 = off */
     unsigned max_depth;
     uint64_t threshold_ticks;
-    uint64_t threshold_from;   /* only entries after this tsc may be taken back */
-    uint64_t holdback_ticks;   /* the writer leaves records younger than twice this (>= every
-                                  threshold ever set: it never decreases) */
-    int graph_mode;      /* some site is a --graph-function root */
-    int site_flags_used; /* ftr_site_flags holds something */
-    uint64_t tsc_hz;     /* estimate for converting the threshold */
+    uint64_t threshold_from; /* only entries after this tsc may be taken back */
+    uint64_t holdback_ticks; /* the writer leaves records younger than twice this (>= every
+                                threshold ever set: it never decreases) */
+    int graph_mode;          /* some site is a --graph-function root */
+    int site_flags_used;     /* ftr_site_flags holds something */
+    uint64_t tsc_hz;         /* estimate for converting the threshold */
 };
 extern uint8_t *ftr_site_flags FTR_HIDDEN; /* FTR_SITE_FLAGS_MAX entries, NORESERVE */
 extern struct ftr_global ftr_g FTR_HIDDEN;
@@ -135,40 +135,41 @@ static inline uint64_t ftr_rdtsc(void)
  * called from a hook). */
 struct ftr_chunk {
     struct ftr_chunk *next;
-    uint32_t tid;            /* owner thread */
-    size_t flushed;          /* records already handed to the encoder (writer-owned) */
-    size_t nrec;             /* capacity in records */
-    int full;                /* handed off: the owner writes no more into it */
-    struct ftr_rec rec[];    /* zeroed before (re)use: a zero head is an unfilled slot */
+    uint32_t tid;         /* owner thread */
+    size_t flushed;       /* records already handed to the encoder (writer-owned) */
+    size_t nrec;          /* capacity in records */
+    int full;             /* handed off: the owner writes no more into it */
+    struct ftr_rec rec[]; /* zeroed before (re)use: a zero head is an unfilled slot */
 };
 
 struct ftr_thread {
-    struct ftr_thread *next;  /* registry list */
+    struct ftr_thread *next; /* registry list */
     uint32_t tid;
-    int ended;                /* the thread ended; the writer frees it after the last flush */
+    int ended; /* the thread ended; the writer frees it after the last flush */
     int start_written;
-    struct ftr_tls *tls;      /* that thread's TLS block (its address is valid process-wide) */
-    struct ftr_chunk *cur;    /* chunk being filled */
-    struct ftr_chunk *spare;  /* the next one, ready: a full chunk is replaced without a lock */
-    struct ftr_chunk *held;   /* full, but a record interrupted by a signal is still to be
-                                 written into it: handed to the writer at the next chance */
+    struct ftr_tls *tls;     /* that thread's TLS block (its address is valid process-wide) */
+    struct ftr_chunk *cur;   /* chunk being filled */
+    struct ftr_chunk *spare; /* the next one, ready: a full chunk is replaced without a lock */
+    struct ftr_chunk *held;  /* full, but a record interrupted by a signal is still to be
+                                written into it: handed to the writer at the next chance */
     char name[16];
 };
 
-void ftr_thread_init_slow(void *unused) FTR_HIDDEN;   /* first hook in a thread */
-void ftr_chunk_full_slow(void *unused) FTR_HIDDEN;    /* current chunk is full */
-void ftr_thread_off(void) FTR_HIDDEN;                 /* this thread stops recording */
+void ftr_thread_init_slow(void *unused) FTR_HIDDEN; /* first hook in a thread */
+void ftr_chunk_full_slow(void *unused) FTR_HIDDEN;  /* current chunk is full */
+void ftr_thread_off(void) FTR_HIDDEN;               /* this thread stops recording */
 int ftr_threads_init(void) FTR_HIDDEN;
 void ftr_threads_prepare_fork(void) FTR_HIDDEN;
 void ftr_threads_parent_fork(void) FTR_HIDDEN;
 void ftr_threads_child_fork(void) FTR_HIDDEN;
 /* writer side */
-struct ftr_chunk *ftr_take_full_chunks(void) FTR_HIDDEN;      /* FIFO list, may be NULL */
-void ftr_release_chunk(struct ftr_chunk *c) FTR_HIDDEN;       /* back to the pool, zeroed */
+struct ftr_chunk *ftr_take_full_chunks(void) FTR_HIDDEN; /* FIFO list, may be NULL */
+void ftr_release_chunk(struct ftr_chunk *c) FTR_HIDDEN;  /* back to the pool, zeroed */
 void ftr_for_each_thread(void (*fn)(struct ftr_thread *, void *), void *arg) FTR_HIDDEN;
 void ftr_reap_threads(void) FTR_HIDDEN;
-uint64_t ftr_lost_events(void) FTR_HIDDEN;   /* events dropped, every thread so far */
-uint64_t ftr_overrun_calls(void) FTR_HIDDEN; /* calls not hooked: shadow stack full */ /* frees ended threads whose chunks are all written */
+uint64_t ftr_lost_events(void) FTR_HIDDEN; /* events dropped, every thread so far */
+uint64_t ftr_overrun_calls(void) FTR_HIDDEN;
+    /* calls not hooked: shadow stack full */ /* frees ended threads whose chunks are all written */
 void ftr_wake_writer(void) FTR_HIDDEN;
 
 /* writer.c */
@@ -187,7 +188,7 @@ uint64_t ftr_writer_passes(void) FTR_HIDDEN; /* partial-flush passes done so far
 
 /* modules.c */
 size_t ftr_modules_scan(void) FTR_HIDDEN; /* finds the loaded modules' sites; @return count */
-int ftr_modules_patch(char *err, size_t errlen) FTR_HIDDEN; /* stubs + rewrite, handshake */
+int ftr_modules_patch(char *err, size_t errlen) FTR_HIDDEN;  /* stubs + rewrite, handshake */
 void ftr_modules_describe(struct ftr_buf *out) FTR_HIDDEN;   /* MODULE+SITES chunks, again */
 void ftr_modules_rescan(void) FTR_HIDDEN;                    /* after dlopen / dlclose */
 void ftr_modules_say_unmatched(const char *expr) FTR_HIDDEN; /* filter selected nothing */
@@ -206,7 +207,7 @@ int ftr_settings_enabled(void) FTR_HIDDEN;
  * returns 0, or -1 with a one-line message in err. */
 int ftr_set_recording(int on, char *err, size_t errlen) FTR_HIDDEN; /* off: all NOPs */
 int ftr_set_filter(const char *expr, char *err, size_t errlen) FTR_HIDDEN;
-int ftr_set_depth(unsigned depth, char *err, size_t errlen) FTR_HIDDEN; /* 0: unlimited */
+int ftr_set_depth(unsigned depth, char *err, size_t errlen) FTR_HIDDEN;  /* 0: unlimited */
 int ftr_set_threshold(uint64_t ns, char *err, size_t errlen) FTR_HIDDEN; /* 0: all */
 void ftr_status(struct ftr_buf *out) FTR_HIDDEN; /* "key: value" lines (ftrace-ctl status) */
 
@@ -232,9 +233,9 @@ void ftr_fd_unprotect(int *fd) FTR_HIDDEN;
 void ftr_msg(const char *fmt, ...) FTR_HIDDEN __attribute__((format(printf, 1, 2)));
 /* The image ends (exit, exec): stop recording, flush, END chunk. @return 1 if it did. */
 int ftr_finish(uint32_t how, int code) FTR_HIDDEN;
-void ftr_resume(void) FTR_HIDDEN;            /* after an exec that failed */
-void ftr_child_after_fork(void) FTR_HIDDEN;  /* a fork child traces on, as its own process */
-extern int ftr_is_root FTR_HIDDEN;           /* this process created the trace file */
+void ftr_resume(void) FTR_HIDDEN;           /* after an exec that failed */
+void ftr_child_after_fork(void) FTR_HIDDEN; /* a fork child traces on, as its own process */
+extern int ftr_is_root FTR_HIDDEN;          /* this process created the trace file */
 
 /* process.c: the environment every child and exec'd image must carry */
 void ftr_env_snapshot(void) FTR_HIDDEN;

@@ -53,8 +53,7 @@ static uintptr_t demangle(long v)
 static void close_for_jump(const long *jb)
 {
     uintptr_t target = demangle(jb[6]), here = (uintptr_t)__builtin_frame_address(0);
-    if (target > here)
-        ftr_close_frames_below(target, 0);
+    if (target > here) ftr_close_frames_below(target, 0);
 }
 
 typedef void (*longjmp_fn)(void *, int) __attribute__((noreturn));
@@ -87,8 +86,7 @@ EXPORT __attribute__((noreturn)) void __longjmp_chk(sigjmp_buf env, int val)
 static void unhook_all(void)
 {
     struct ftr_tls *t = &ftr_tls;
-    if (!t->shadow_base)
-        return;
+    if (!t->shadow_base) return;
     for (struct ftr_shadow *e = t->shadow_base; e < t->top; e++) {
         uintptr_t *slot = (uintptr_t *)e->slot;
         if (e->ret != (uintptr_t)ftr_tramp_return && *slot == (uintptr_t)ftr_tramp_return)
@@ -100,8 +98,7 @@ static void unhook_all(void)
 static void rehook_all(void)
 {
     struct ftr_tls *t = &ftr_tls;
-    if (!t->shadow_base)
-        return;
+    if (!t->shadow_base) return;
     for (struct ftr_shadow *e = t->shadow_base; e < t->top; e++) {
         uintptr_t *slot = (uintptr_t *)e->slot;
         if (e->ret != (uintptr_t)ftr_tramp_return && *slot == e->ret)

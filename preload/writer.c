@@ -27,14 +27,14 @@ static pthread_t writer_thread;
 static pthread_mutex_t w_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t w_cond = PTHREAD_COND_INITIALIZER;
 static int w_kick, w_running;
-static atomic_int w_stop; /* read outside w_lock too */
-static atomic_int w_sigstop; /* a fatal signal asks for the final flush (no locks there) */
-static atomic_int w_done;    /* the END chunk is written */
-static struct ftr_buf w_meta;           /* pre-encoded metadata chunks waiting to be written */
+static atomic_int w_stop;     /* read outside w_lock too */
+static atomic_int w_sigstop;  /* a fatal signal asks for the final flush (no locks there) */
+static atomic_int w_done;     /* the END chunk is written */
+static struct ftr_buf w_meta; /* pre-encoded metadata chunks waiting to be written */
 static const struct ftr_end_info *w_end; /* set by ftr_writer_stop */
 
 static struct ftr_enc *enc;
-static struct ftr_buf out;     /* encoded chunks waiting for write() */
+static struct ftr_buf out;      /* encoded chunks waiting for write() */
 static struct ftr_rec *scratch; /* copy of a partial chunk, encoded outside reg_lock */
 static size_t scratch_n;
 static int write_failed;
@@ -43,12 +43,27 @@ static _Atomic uint64_t events_total, calls_total;
 static int process_written;
 static uint64_t passes;
 
-uint64_t ftr_writer_passes(void) { return __atomic_load_n(&passes, __ATOMIC_ACQUIRE); }
+uint64_t ftr_writer_passes(void)
+{
+    return __atomic_load_n(&passes, __ATOMIC_ACQUIRE);
+}
 
-uint64_t ftr_writer_bytes(void) { return bytes_written; }
-uint64_t ftr_writer_events(void) { return events_total; }
-uint64_t ftr_writer_calls(void) { return calls_total; }
-int ftr_writer_failed(void) { return write_failed; }
+uint64_t ftr_writer_bytes(void)
+{
+    return bytes_written;
+}
+uint64_t ftr_writer_events(void)
+{
+    return events_total;
+}
+uint64_t ftr_writer_calls(void)
+{
+    return calls_total;
+}
+int ftr_writer_failed(void)
+{
+    return write_failed;
+}
 
 void ftr_wake_writer(void)
 {
@@ -73,8 +88,7 @@ static void flush_out(void)
     ftr_fd_lock();
     while (!write_failed && off < out.len) {
         ssize_t n = write(ftr_g.fd, out.data + off, out.len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
+        if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
             write_failed = n < 0 ? errno : ENOSPC;
             break;
@@ -100,8 +114,7 @@ static void count(const struct ftr_rec *r, size_t n)
 
 static void encode(uint32_t tid, const struct ftr_rec *r, size_t n)
 {
-    if (!n)
-        return;
+    if (!n) return;
     count(r, n);
     ftr_enc_events(enc, ftr_g.pid, tid, r, n, &out);
 }
@@ -138,12 +151,10 @@ static void take_partial(struct ftr_thread *thr, void *arg)
 {
     (void)arg;
     struct ftr_chunk *c = thr->cur;
-    if (!c || thr->ended)
-        return;
+    if (!c || thr->ended) return;
     struct ftr_rec *limit = __atomic_load_n(&thr->tls->pos, __ATOMIC_ACQUIRE);
     struct ftr_rec *end = c->rec + c->nrec;
-    if (limit > end || limit < c->rec)
-        limit = end;
+    if (limit > end || limit < c->rec) limit = end;
     /* With a threshold, a short call's entry may still be taken back: leave records younger
      * than twice the threshold to the thread (hooks.c, rewind_short). */
     uint64_t hold = __atomic_load_n(&ftr_g.holdback_ticks, __ATOMIC_ACQUIRE);
@@ -152,11 +163,9 @@ static void take_partial(struct ftr_thread *thr, void *arg)
     while (c->rec + i < limit && n < scratch_n) {
         struct ftr_rec *r = &c->rec[i];
         uint32_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-        if (head == 0)
-            break;
+        if (head == 0) break;
         uint64_t tsc = __atomic_load_n(&r->tsc, __ATOMIC_RELAXED);
-        if (tsc >= young)
-            break;
+        if (tsc >= young) break;
         scratch[n++] = (struct ftr_rec){tsc, head, __atomic_load_n(&r->arg, __ATOMIC_RELAXED)};
         i++;
     }
@@ -191,8 +200,7 @@ static void write_pending(int partial)
         next = c->next;
         encode(c->tid, c->rec + c->flushed, c->nrec - c->flushed);
         ftr_release_chunk(c);
-        if (out.len > (1u << 20))
-            flush_out();
+        if (out.len > (1u << 20)) flush_out();
     }
     if (partial) {
         ftr_for_each_thread(take_partial, NULL);
@@ -222,8 +230,7 @@ static void *writer_main(void *arg)
         pthread_mutex_lock(&w_lock);
         while (!w_kick && !atomic_load(&w_stop)) {
             uint64_t now = mono_ms();
-            if (now >= next_flush)
-                break;
+            if (now >= next_flush) break;
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             uint64_t wait_ns = (next_flush - now) * 1000000u + (uint64_t)ts.tv_nsec;
@@ -237,11 +244,9 @@ static void *writer_main(void *arg)
 
         uint64_t now = mono_ms();
         int partial = stop || now >= next_flush;
-        if (partial)
-            next_flush = now + ftr_g.flush_ms;
+        if (partial) next_flush = now + ftr_g.flush_ms;
         write_pending(partial);
-        if (stop)
-            break;
+        if (stop) break;
         ftr_control_poll(); /* ftrace-ctl asked for the control server */
     }
     /* Final: the threads still running keep recording into their chunks until exit; take what
@@ -281,11 +286,9 @@ void ftr_writer_reset(int after_fork)
 
 int ftr_writer_start(char *err, size_t errlen)
 {
-    if (!enc)
-        enc = ftr_enc_new(ftr_g.zstd_level);
+    if (!enc) enc = ftr_enc_new(ftr_g.zstd_level);
     scratch_n = ftr_g.chunk_bytes / sizeof(struct ftr_rec);
-    if (!scratch)
-        scratch = malloc(scratch_n * sizeof *scratch);
+    if (!scratch) scratch = malloc(scratch_n * sizeof *scratch);
     if (!enc || !scratch) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -307,8 +310,7 @@ int ftr_writer_start(char *err, size_t errlen)
 
 void ftr_writer_stop(const struct ftr_end_info *end)
 {
-    if (!w_running)
-        return;
+    if (!w_running) return;
     pthread_mutex_lock(&w_lock);
     w_end = end;
     atomic_store(&w_stop, 1);
@@ -323,8 +325,7 @@ void ftr_writer_stop(const struct ftr_end_info *end)
  * with a bounded futex wait so that a wedged writer cannot hang the dying process. */
 void ftr_writer_stop_from_signal(const struct ftr_end_info *end)
 {
-    if (!w_running)
-        return;
+    if (!w_running) return;
     w_end = end;
     atomic_store(&w_sigstop, 1);
     for (int i = 0; i < 40 && !atomic_load(&w_done); i++) {
@@ -333,7 +334,10 @@ void ftr_writer_stop_from_signal(const struct ftr_end_info *end)
     }
 }
 
-uint64_t ftr_writer_dropped(void) { return bytes_dropped; }
+uint64_t ftr_writer_dropped(void)
+{
+    return bytes_dropped;
+}
 
 void ftr_writer_lock(int how)
 {
