@@ -166,10 +166,11 @@ void ftr_threads_child_fork(void) FTR_HIDDEN;
 struct ftr_chunk *ftr_take_full_chunks(void) FTR_HIDDEN; /* FIFO list, may be NULL */
 void ftr_release_chunk(struct ftr_chunk *c) FTR_HIDDEN;  /* back to the pool, zeroed */
 void ftr_for_each_thread(void (*fn)(struct ftr_thread *, void *), void *arg) FTR_HIDDEN;
+/* frees ended threads whose chunks are all written */
 void ftr_reap_threads(void) FTR_HIDDEN;
-uint64_t ftr_lost_events(void) FTR_HIDDEN; /* events dropped, every thread so far */
+/* events dropped, and calls not hooked (shadow stack full), every thread so far */
+uint64_t ftr_lost_events(void) FTR_HIDDEN;
 uint64_t ftr_overrun_calls(void) FTR_HIDDEN;
-    /* calls not hooked: shadow stack full */ /* frees ended threads whose chunks are all written */
 void ftr_wake_writer(void) FTR_HIDDEN;
 
 /* writer.c */
