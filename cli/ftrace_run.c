@@ -63,15 +63,21 @@ static int die(int code, const char *fmt, const char *a, const char *b)
     return code;
 }
 
-/* Finds libftrace.so next to this executable (build tree) or in the install prefix. */
+/* Finds libftrace.so next to this executable (build tree), in lib/ftrace-run under the
+ * parent directory (an install under any prefix), or in the configured install directory. */
 static int find_preload(char *out, size_t len)
 {
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n > 0) {
         self[n] = 0;
-        snprintf(out, len, "%s/%s", dirname(self), FTR_PRELOAD_NAME);
-        if (access(out, R_OK) == 0) return 0;
+        const char *dir = dirname(self);
+        static const char *const rel[] = {"", "/../lib/ftrace-run", "/../lib64/ftrace-run",
+                                          "/../lib/x86_64-linux-gnu/ftrace-run"};
+        for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+            snprintf(out, len, "%s%s/%s", dir, rel[i], FTR_PRELOAD_NAME);
+            if (access(out, R_OK) == 0) return 0;
+        }
     }
     snprintf(out, len, "%s/%s", FTR_LIBDIR, FTR_PRELOAD_NAME);
     return access(out, R_OK) == 0 ? 0 : -1;

@@ -167,6 +167,18 @@ def main():
             assert "statically linked" in r.stderr, r.stderr
         check("static binary: said before running, runs untraced", static_bin)
 
+    def installed():
+        prefix = os.path.join(work, "prefix")
+        r = run(["cmake", "--install", bindir, "--prefix", prefix], work)
+        assert r.returncode == 0, "cmake --install: %s" % r.stderr
+        exe = os.path.join(work, "tree-pgfentry")
+        trace = os.path.join(work, "inst.ftr")
+        r = run([os.path.join(prefix, "bin", "ftrace-run"), "-q", "-o", trace, exe, str(N)], work)
+        assert r.returncode == 3 and os.path.exists(trace), "installed ftrace-run: %s" % r.stderr
+        rep = run([os.path.join(prefix, "bin", "ftrace-report"), trace], work)
+        assert rep.returncode == 0 and "main() {" in rep.stdout, rep.stderr
+    check("installed under another prefix, ftrace-run finds libftrace.so", installed)
+
     shutil.rmtree(work, ignore_errors=True)
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
