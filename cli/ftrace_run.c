@@ -51,7 +51,7 @@ static void usage(FILE *f)
             "without ftrace-run: LD_PRELOAD=.../libftrace.so PROGRAM):\n",
             prog, FTR_DEFAULT_OUTPUT);
     for (int i = 0; i < FTR_ENV__COUNT; i++)
-        fprintf(f, "  %-20s %s\n", ftr_env_name(i), ftr_env_help(i));
+        fprintf(f, "  %-22s %s\n", ftr_env_name(i), ftr_env_help(i));
     fprintf(f, "\nThen: ftrace-report [FILE] prints the call graph.\n");
 }
 
