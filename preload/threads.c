@@ -101,6 +101,7 @@ static void thread_destructor(void *arg)
     struct ftr_tls *t = &ftr_tls;
     if (t->thr != thr) return;
     ftr_close_all_frames(); /* left by pthread_exit() or cancellation: they end with the thread */
+    pthread_getname_np(pthread_self(), thr->name, sizeof thr->name); /* its final name */
     t->in_slow = 1;
     t->state = FTR_T_OFF;
     pthread_mutex_lock(&reg_lock);
@@ -266,13 +267,14 @@ void ftr_for_each_thread(void (*fn)(struct ftr_thread *, void *), void *arg)
     pthread_mutex_unlock(&reg_lock);
 }
 
-void ftr_reap_threads(void)
+void ftr_reap_threads(void (*ended)(const struct ftr_thread *))
 {
     pthread_mutex_lock(&reg_lock);
     for (struct ftr_thread **p = &threads; *p;) {
         struct ftr_thread *thr = *p;
         if (thr->ended && !thr->cur) {
             *p = thr->next;
+            if (ended) ended(thr);
             free(thr);
         } else {
             p = &thr->next;

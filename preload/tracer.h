@@ -167,7 +167,7 @@ struct ftr_chunk *ftr_take_full_chunks(void) FTR_HIDDEN; /* FIFO list, may be NU
 void ftr_release_chunk(struct ftr_chunk *c) FTR_HIDDEN;  /* back to the pool, zeroed */
 void ftr_for_each_thread(void (*fn)(struct ftr_thread *, void *), void *arg) FTR_HIDDEN;
 /* frees ended threads whose chunks are all written */
-void ftr_reap_threads(void) FTR_HIDDEN;
+void ftr_reap_threads(void (*ended)(const struct ftr_thread *)) FTR_HIDDEN;
 /* events dropped, and calls not hooked (shadow stack full), every thread so far */
 uint64_t ftr_lost_events(void) FTR_HIDDEN;
 uint64_t ftr_overrun_calls(void) FTR_HIDDEN;

@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
@@ -188,6 +189,33 @@ static void take_partial(struct ftr_thread *thr, void *arg)
     encode(c->tid, scratch, n);
 }
 
+/* THREAD chunks name the threads: when one has ended (its final name), and at the end for
+ * those still running (their name now, from /proc: a thread may rename itself any time). */
+static void thread_chunk(uint32_t tid, uint32_t what, const char *name)
+{
+    struct ftr_thread_info ti = {.tid = tid, .what = what, .tsc = ftr_rdtsc(), .name = name};
+    ftr_enc_thread(enc, ftr_g.pid, &ti, &out);
+}
+
+static void thread_ended(const struct ftr_thread *thr)
+{
+    thread_chunk(thr->tid, 2, thr->name);
+}
+
+static void thread_alive(struct ftr_thread *thr, void *arg)
+{
+    (void)arg;
+    if (thr->ended) return;
+    char path[64], name[32] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%u/comm", thr->tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, name, sizeof name - 1) : -1;
+    if (fd >= 0) close(fd);
+    name[n > 0 ? n : 0] = 0;
+    name[strcspn(name, "\n")] = 0;
+    thread_chunk(thr->tid, 1, name[0] ? name : thr->name);
+}
+
 static void write_pending(int partial)
 {
     pthread_mutex_lock(&w_lock);
@@ -206,7 +234,7 @@ static void write_pending(int partial)
         ftr_for_each_thread(take_partial, NULL);
         __atomic_fetch_add(&passes, 1, __ATOMIC_RELEASE);
     }
-    ftr_reap_threads();
+    ftr_reap_threads(thread_ended);
     flush_out();
 }
 
@@ -250,8 +278,9 @@ static void *writer_main(void *arg)
         ftr_control_poll(); /* ftrace-ctl asked for the control server */
     }
     /* Final: the threads still running keep recording into their chunks until exit; take what
-     * they have filled once more, then the END chunk. */
+     * they have filled once more, name them, then the END chunk. */
     write_pending(1);
+    ftr_for_each_thread(thread_alive, NULL);
     struct ftr_end_info end = *w_end;
     end.events = events_total;
     end.calls = calls_total;

@@ -136,6 +136,12 @@ def run(cmd, cwd, **kw):
 def check_chrome(text):
     """Parses the JSON; returns {tid: B events left open}, after checking no E lacks its B."""
     doc = json.loads(text)
+    # every thread is named by a THREAD chunk (not the report's "main N"/"thread N" fallback)
+    named = {ev["tid"] for ev in doc["traceEvents"]
+             if ev["ph"] == "M" and ev["name"] == "thread_name"
+             and not re.match(r"^(main|thread) \d+$", ev["args"]["name"])}
+    busy = {ev["tid"] for ev in doc["traceEvents"] if ev["ph"] == "B"}
+    assert busy <= named, "threads without a name: %s" % (busy - named)
     depth = collections.Counter()
     for ev in doc["traceEvents"]:
         if ev["ph"] == "B":
