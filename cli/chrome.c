@@ -92,16 +92,7 @@ void frp_chrome_free(struct frp_chrome *c)
 int frp_chrome_finish(struct frp_chrome *c)
 {
     frp_out_lit(&c->out, "\n]}\n");
-    frp_out_flush(&c->out);
-    if (!c->out.err && fflush(c->out.f) != 0) {
-        c->out.err = 1;
-        c->out.err_no = errno ? errno : EIO;
-    }
-    if (c->out.err) {
-        errno = c->out.err_no;
-        return -1;
-    }
-    return 0;
+    return frp_out_finish(&c->out);
 }
 
 const struct frp_stats *frp_chrome_stats(const struct frp_chrome *c)

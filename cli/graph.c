@@ -70,16 +70,7 @@ void frp_graph_free(struct frp_graph *g)
 
 int frp_graph_finish(struct frp_graph *g)
 {
-    frp_out_flush(&g->out);
-    if (!g->out.err && fflush(g->out.f) != 0) {
-        g->out.err = 1;
-        g->out.err_no = errno ? errno : EIO;
-    }
-    if (g->out.err) {
-        errno = g->out.err_no;
-        return -1;
-    }
-    return 0;
+    return frp_out_finish(&g->out);
 }
 
 void frp_graph_configure(struct frp_graph *g, struct frp_report *r, const struct frp_opts *o)

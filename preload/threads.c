@@ -77,7 +77,6 @@ static void set_window(struct ftr_tls *t, struct ftr_chunk *c)
     if (c) {
         c->tid = t->thr->tid;
         c->flushed = 0;
-        c->full = 0;
         t->pos = c->rec;
         t->end = c->rec + c->nrec;
     } else {
@@ -89,7 +88,6 @@ static void set_window(struct ftr_tls *t, struct ftr_chunk *c)
 /* Must hold reg_lock. */
 static void queue_full_locked(struct ftr_chunk *c)
 {
-    c->full = 1;
     c->next = NULL;
     *full_tail = c;
     full_tail = &c->next;
@@ -200,7 +198,6 @@ void ftr_chunk_full_slow(void *unused)
     if (next) {
         next->tid = thr->tid;
         next->flushed = 0;
-        next->full = 0;
         __atomic_store_n(&t->end, NULL, __ATOMIC_RELAXED);
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         __atomic_store_n(&t->pos, next->rec, __ATOMIC_RELAXED);

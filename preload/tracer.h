@@ -81,7 +81,6 @@ struct ftr_global {
     char output[4096];
     int fd; /* the trace file */
     uint32_t pid;
-    uint64_t session;
     uint64_t start_tsc, start_ns;
     size_t chunk_bytes; /* bytes of records per chunk */
     size_t shadow_entries;
@@ -136,17 +135,15 @@ static inline uint64_t ftr_rdtsc(void)
 struct ftr_chunk {
     struct ftr_chunk *next;
     uint32_t tid;         /* owner thread */
-    size_t flushed;       /* records already handed to the encoder (writer-owned) */
+    size_t flushed;       /* records the writer has taken (it writes; rewind_short reads) */
     size_t nrec;          /* capacity in records */
-    int full;             /* handed off: the owner writes no more into it */
     struct ftr_rec rec[]; /* zeroed before (re)use: a zero head is an unfilled slot */
 };
 
 struct ftr_thread {
     struct ftr_thread *next; /* registry list */
     uint32_t tid;
-    int ended; /* the thread ended; the writer frees it after the last flush */
-    int start_written;
+    int ended;               /* the thread ended; the writer frees it after the last flush */
     struct ftr_tls *tls;     /* that thread's TLS block (its address is valid process-wide) */
     struct ftr_chunk *cur;   /* chunk being filled */
     struct ftr_chunk *spare; /* the next one, ready: a full chunk is replaced without a lock */
