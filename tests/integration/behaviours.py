@@ -10,17 +10,15 @@ The programs are tests/integration/progs/b*.c, b*.cpp, libb*.c; each says its ex
 
 usage: behaviours.py --bin DIR --flagset NAME [--opt O0|O2|both] [--keep] [--only CASE[,CASE]]
 """
-import argparse
 import collections
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from run_integration import FLAGSETS, PROGS, check_chrome, compare_runs, parse_graph, same_trees
+from run_integration import (FLAGSETS, PROGS, arg_parser, check_chrome, compare_runs,  # noqa: E402
+                             parse_graph, run_matrix, same_trees)
 
 CXX = {"gcc": "g++", "clang": "clang++"}
 TIMEOUT = 60
@@ -496,47 +494,21 @@ def run_case(flagset, opt, name, case, work, run_bin, report_bin):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True, help="directory with ftrace-run and ftrace-report")
-    ap.add_argument("--flagset", required=True, choices=sorted(FLAGSETS))
-    ap.add_argument("--opt", default="both", choices=["O0", "O2", "both"])
-    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap = arg_parser()
     ap.add_argument("--only", action="append", default=[],
                     help="run only these cases (comma-separated, repeatable; a trailing * "
                          "matches a prefix): %s" % ", ".join(sorted(CASES)))
     a = ap.parse_args()
-
-    cc = FLAGSETS[a.flagset][0]
-    if not shutil.which(cc):
-        print("SKIP: %s not installed" % cc)
-        return 0
     only = [n for o in a.only for n in o.split(",") if n]
+
+    def picked(name, n):
+        return name == n or (n.endswith("*") and name.startswith(n[:-1]))
     for n in only:
-        if not any(c == n or (n.endswith("*") and c.startswith(n[:-1])) for c in CASES):
+        if not any(picked(c, n) for c in CASES):
             ap.error("no case %s (cases: %s)" % (n, ", ".join(sorted(CASES))))
-    a.bin = os.path.abspath(a.bin)
-    run_bin = os.path.join(a.bin, "ftrace-run")
-    report_bin = os.path.join(a.bin, "ftrace-report")
-    work = tempfile.mkdtemp(prefix="ftr-bh-")
-    opts = ["O0", "O2"] if a.opt == "both" else [a.opt]
-    passed = failed = 0
-    for opt in opts:
-        for name, case in sorted(CASES.items()):
-            if only and not any(name == n or (n.endswith("*") and name.startswith(n[:-1]))
-                                for n in only):
-                continue
-            if opt not in case.opts:
-                continue
-            if run_case(a.flagset, opt, name, case, work, run_bin, report_bin):
-                passed += 1
-            else:
-                failed += 1
-    if not a.keep:
-        shutil.rmtree(work, ignore_errors=True)
-    else:
-        print("work directory kept: %s" % work)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return run_matrix(a, CASES, run_case, "ftr-bh-",
+                      lambda name, case, opt: opt in case.opts and
+                      (not only or any(picked(name, n) for n in only)))
 
 
 if __name__ == "__main__":
