@@ -182,12 +182,12 @@ struct ftr_poke {
     uint8_t expect[FTR_SITE_LEN_MAX]; /* bytes that must be there now */
     uint8_t bytes[FTR_SITE_LEN_MAX];  /* bytes to write */
 };
-/*! ftr_text_poke() : applies n pokes (sorted by addr). Pages are made RW (not X), written, read
- *  back and made RX again. Pokes whose live bytes differ from expect (or whose len is not 1..6)
- *  are not written and are reported through bad[] (index list, up to badcap) and the return
- *  value. Pokes on neighbouring pages share one RW window; the pages are assumed to be text,
- *  mapped PROT_READ|PROT_EXEC, which is what they get back.
- *  @return the number of pokes refused for mismatching bytes, or -1 (mprotect failed: errno). */
+/*! ftr_text_poke() : applies n pokes, in any order (runs in ascending address order are
+ *  written together). Writes go through /proc/self/mem, the pages keeping PROT_READ|PROT_EXEC;
+ *  where the kernel refuses, pages are made RW (not X), written and made RX again. Every write
+ *  is read back. Pokes whose live bytes differ from expect (or whose len is not 1..6) are not
+ *  written and are reported through bad[] (index list, up to badcap) and the return value.
+ *  @return the number of pokes refused for mismatching bytes, or -1 (errno). */
 long ftr_text_poke(const struct ftr_poke *p, size_t n, size_t *bad, size_t badcap);
 
 /* ---- stw.c: stop the world ---- */

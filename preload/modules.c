@@ -264,16 +264,7 @@ static int repatch(char *err, size_t errlen)
             which[n++] = s;
         }
     }
-    /* sorted by address for text_poke; keep which[] in step */
-    for (size_t i = 1; i < n; i++)
-        for (size_t j = i; j > 0 && pokes[j - 1].addr > pokes[j].addr; j--) {
-            struct ftr_poke tp = pokes[j];
-            pokes[j] = pokes[j - 1];
-            pokes[j - 1] = tp;
-            struct ftr_site *ts = which[j];
-            which[j] = which[j - 1];
-            which[j - 1] = ts;
-        }
+    /* each module's sites are in address order, which is what text_poke groups pages by */
     int rc = 0;
     if (n) {
         size_t *bad = calloc(n, sizeof *bad);
