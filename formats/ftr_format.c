@@ -1,6 +1,7 @@
 /*
- * ftr_format.c - encoder, streaming reader and payload decoders of the trace file format.
- * docs/format.md describes the bytes; this file is the only code that produces or parses them.
+ * ftr_format.c - encoder and payload decoders of the trace file format; its streaming reader
+ * is ftr_reader.c. docs/format.md describes the bytes; these two files are the only code that
+ * produces or parses them.
  *
  * Layout of this file:
  *   names       ftr_strerror() & co., generated from the X-macro tables of the header
@@ -8,19 +9,13 @@
  *   TLV tables  the tags of every metadata chunk type (X-macros), generic field (de)coding
  *   encoder     ftr_enc_*: build a payload in a scratch buffer, compress it behind a header
  *   events      the EVENTS payload: two varint streams (heads, tsc deltas)
- *   reader      ftr_reader_*: a fixed window over a file descriptor, resync on damage
  *   decoders    ftr_dec_*: bounds-checked parsing of decompressed payloads
  */
-#define _GNU_SOURCE /* memmem */
 #include "ftr_format.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zstd.h>
 
 #define HDR FTR_CHUNK_HEADER_SIZE
@@ -414,8 +409,7 @@ static void write_chunk_hdr(uint8_t *p, const struct ftr_chunk_hdr *h)
     ftr_wr_le32(p + 36, fnv1a(p, 36));
 }
 
-/* @return 1 when p holds a valid chunk header (decoded into *h), else 0 */
-static int read_chunk_hdr(const uint8_t *p, struct ftr_chunk_hdr *h)
+int ftr_chunk_hdr_decode(const uint8_t *p, struct ftr_chunk_hdr *h)
 {
     if (ftr_rd_le32(p) != FTR_CHUNK_MAGIC || ftr_rd_le32(p + 36) != fnv1a(p, 36)) return 0;
     h->type = ftr_rd_le16(p + 4);
@@ -641,271 +635,6 @@ int ftr_dec_events_next(struct ftr_ev_iter *it, struct ftr_event *ev)
     ev->kind = (uint8_t)(head & 3);
     ev->arg = arg;
     return 1;
-}
-
-/* ======================================= reader ====================================== */
-/*
- * A fixed window over the file descriptor: the file position of the descriptor is always
- * win_off + len. Regular files are read lazily (payloads only when asked for, completeness
- * checked against the file size); pipes and other streams get each payload read at once.
- */
-#define WIN_SIZE (64u << 10)
-
-struct ftr_reader {
-    int fd;
-    int regular;
-    uint64_t fsize;
-    uint8_t *win;
-    size_t pos, len;
-    uint64_t win_off;
-    /* the chunk last returned by ftr_reader_next() */
-    int have, loaded, bad_counted;
-    struct ftr_chunk_hdr h;
-    uint64_t chunk_off, next_off;
-    int done; /* clean end or truncation reported */
-    struct ftr_buf z;
-    ZSTD_DCtx *dctx;
-    struct ftr_damage dmg;
-};
-
-/* Makes at least need (<= WIN_SIZE) bytes available if the file has them.
- * @return the bytes available from pos, or -1 on I/O error */
-static ssize_t rd_fill(struct ftr_reader *r, size_t need)
-{
-    if (r->len - r->pos >= need) return (ssize_t)(r->len - r->pos);
-    if (r->pos) {
-        memmove(r->win, r->win + r->pos, r->len - r->pos);
-        r->win_off += r->pos;
-        r->len -= r->pos;
-        r->pos = 0;
-    }
-    while (r->len < need) {
-        ssize_t got = read(r->fd, r->win + r->len, WIN_SIZE - r->len);
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) return -1;
-        if (got == 0) break;
-        r->len += (size_t)got;
-    }
-    return (ssize_t)r->len;
-}
-
-/* Reads n bytes at the current position. @return bytes read (short at end of file) or -1 */
-static ssize_t rd_read(struct ftr_reader *r, uint8_t *dst, size_t n)
-{
-    size_t done = 0;
-    while (done < n) {
-        size_t avail = r->len - r->pos;
-        if (avail) {
-            size_t k = avail < n - done ? avail : n - done;
-            memcpy(dst + done, r->win + r->pos, k);
-            r->pos += k;
-            done += k;
-        } else if (n - done >= WIN_SIZE) { /* large: straight into dst */
-            r->win_off += r->len;
-            r->pos = r->len = 0;
-            ssize_t got = read(r->fd, dst + done, n - done);
-            if (got < 0 && errno == EINTR) continue;
-            if (got < 0) return -1;
-            if (got == 0) break;
-            r->win_off += (uint64_t)got;
-            done += (size_t)got;
-        } else {
-            ssize_t got = rd_fill(r, n - done);
-            if (got < 0) return -1;
-            if (got == 0) break;
-        }
-    }
-    return (ssize_t)done;
-}
-
-/* Moves to file offset off. @return FTR_OK, FTR_E_IO (a backward move on a pipe: ESPIPE) */
-static int rd_goto(struct ftr_reader *r, uint64_t off)
-{
-    if (off >= r->win_off && off <= r->win_off + r->len) {
-        r->pos = (size_t)(off - r->win_off);
-        return FTR_OK;
-    }
-    if (r->regular) {
-        if (lseek(r->fd, (off_t)off, SEEK_SET) < 0) return FTR_E_IO;
-        r->win_off = off;
-        r->pos = r->len = 0;
-        return FTR_OK;
-    }
-    if (off < r->win_off) {
-        errno = ESPIPE;
-        return FTR_E_IO;
-    }
-    while (r->win_off + r->len < off) { /* a stream: read forward */
-        r->pos = r->len;
-        ssize_t got = rd_fill(r, 1);
-        if (got < 0) return FTR_E_IO;
-        if (got == 0) break; /* end of file: stay there */
-    }
-    uint64_t end = r->win_off + r->len;
-    r->pos = (size_t)((off < end ? off : end) - r->win_off);
-    return FTR_OK;
-}
-
-int ftr_reader_open(const char *path, struct ftr_reader **out)
-{
-    *out = NULL;
-    struct ftr_reader *r = calloc(1, sizeof(*r));
-    if (!r) return FTR_E_NOMEM;
-    r->fd = -1;
-    r->win = malloc(WIN_SIZE);
-    r->dctx = ZSTD_createDCtx();
-    int rc = FTR_E_NOMEM;
-    if (!r->win || !r->dctx) goto fail;
-    rc = FTR_E_IO;
-    r->fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (r->fd < 0 || fstat(r->fd, &st) < 0) goto fail;
-    r->regular = S_ISREG(st.st_mode);
-    r->fsize = (uint64_t)st.st_size;
-
-    ssize_t n = rd_fill(r, FTR_FILE_HEADER_SIZE);
-    if (n < 0) goto fail;
-    const uint8_t *p = r->win;
-    size_t m = (size_t)n < 8 ? (size_t)n : 8;
-    if (n == 0)
-        rc = FTR_E_EMPTY;
-    else if (memcmp(p, FTR_FILE_MAGIC, m) != 0)
-        rc = FTR_E_NOT_TRACE;
-    else if (n < FTR_FILE_HEADER_SIZE)
-        rc = FTR_E_TRUNCATED;
-    else if (ftr_rd_le16(p + 8) > FTR_FORMAT_MAJOR)
-        rc = FTR_E_VERSION;
-    else
-        rc = FTR_OK;
-    if (rc) goto fail;
-    r->pos = FTR_FILE_HEADER_SIZE;
-    *out = r;
-    return FTR_OK;
-fail:;
-    int saved = errno;
-    ftr_reader_close(r);
-    errno = saved;
-    return rc;
-}
-
-void ftr_reader_close(struct ftr_reader *r)
-{
-    if (!r) return;
-    if (r->fd >= 0) close(r->fd);
-    free(r->win);
-    ftr_buf_free(&r->z);
-    ZSTD_freeDCtx(r->dctx);
-    free(r);
-}
-
-void ftr_reader_damage(const struct ftr_reader *r, struct ftr_damage *d)
-{
-    *d = r->dmg;
-}
-
-static int truncated(struct ftr_reader *r)
-{
-    r->dmg.truncated = 1;
-    r->done = 1;
-    return FTR_E_TRUNCATED;
-}
-
-static const uint8_t chunk_magic[4] = {FTR_CHUNK_MAGIC & 0xff, FTR_CHUNK_MAGIC >> 8 & 0xff,
-                                       FTR_CHUNK_MAGIC >> 16 & 0xff, FTR_CHUNK_MAGIC >> 24};
-
-int ftr_reader_next(struct ftr_reader *r, struct ftr_chunk_hdr *h, uint64_t *offset)
-{
-    if (r->done) return FTR_E_EOF;
-    if (r->have) {
-        r->have = 0;
-        if (rd_goto(r, r->next_off)) return FTR_E_IO;
-    }
-    struct ftr_chunk_hdr hh;
-    for (;;) {
-        ssize_t avail = rd_fill(r, HDR);
-        if (avail < 0) return FTR_E_IO;
-        if (avail == 0) {
-            r->done = 1;
-            return FTR_E_EOF;
-        }
-        const uint8_t *p = r->win + r->pos;
-        if (avail >= HDR && read_chunk_hdr(p, &hh)) break;
-        if (avail < HDR && memcmp(p, chunk_magic, avail < 4 ? (size_t)avail : 4) == 0)
-            return truncated(r); /* the file ends inside this header */
-        /* damage: scan forward for the next magic, keeping 3 bytes that may start one */
-        const uint8_t *q = memmem(p + 1, (size_t)avail - 1, chunk_magic, 4);
-        size_t skip = q ? (size_t)(q - p) : (size_t)avail > 4 ? (size_t)avail - 3 : 1;
-        r->pos += skip;
-        r->dmg.skipped_bytes += skip;
-    }
-    uint64_t off = r->win_off + r->pos, end = off + HDR + hh.payload_size;
-    r->pos += HDR;
-    if (r->regular) {
-        struct stat st;
-        if (end > r->fsize && fstat(r->fd, &st) == 0) r->fsize = (uint64_t)st.st_size;
-        if (end > r->fsize) return truncated(r);
-        r->loaded = 0;
-    } else {
-        r->z.len = 0;
-        if (ftr_buf_reserve(&r->z, hh.payload_size)) return FTR_E_NOMEM;
-        ssize_t got = rd_read(r, r->z.data, hh.payload_size);
-        if (got < 0) return FTR_E_IO;
-        if ((size_t)got < hh.payload_size) return truncated(r);
-        r->z.len = hh.payload_size;
-        r->loaded = 1;
-    }
-    r->have = 1;
-    r->bad_counted = 0;
-    r->h = hh;
-    r->chunk_off = off;
-    r->next_off = end;
-    *h = hh;
-    if (offset) *offset = off;
-    return FTR_OK;
-}
-
-static int bad_chunk(struct ftr_reader *r, int rc)
-{
-    if (!r->bad_counted) r->dmg.bad_chunks++;
-    r->bad_counted = 1;
-    return rc;
-}
-
-int ftr_reader_payload(struct ftr_reader *r, struct ftr_buf *out)
-{
-    if (!r->have) {
-        errno = EINVAL;
-        return FTR_E_IO;
-    }
-    size_t zn = r->h.payload_size;
-    if (!r->loaded) {
-        r->z.len = 0;
-        if (ftr_buf_reserve(&r->z, zn)) return FTR_E_NOMEM;
-        if (rd_goto(r, r->chunk_off + HDR)) return FTR_E_IO;
-        ssize_t got = rd_read(r, r->z.data, zn);
-        if (got < 0) return FTR_E_IO;
-        if ((size_t)got < zn) return truncated(r);
-        r->z.len = zn;
-        r->loaded = 1;
-    }
-    unsigned long long raw = ZSTD_getFrameContentSize(r->z.data, zn);
-    if (raw == ZSTD_CONTENTSIZE_UNKNOWN || raw == ZSTD_CONTENTSIZE_ERROR ||
-        raw > FTR_CHUNK_MAX_RAW || ZSTD_findFrameCompressedSize(r->z.data, zn) != zn)
-        return bad_chunk(r, FTR_E_CORRUPT);
-    out->len = 0;
-    if (ftr_buf_reserve(out, (size_t)raw + 1)) return FTR_E_NOMEM;
-    size_t got = ZSTD_decompressDCtx(r->dctx, out->data, (size_t)raw, r->z.data, zn);
-    if (ZSTD_isError(got)) return bad_chunk(r, FTR_E_ZSTD);
-    if (got != raw) return bad_chunk(r, FTR_E_CORRUPT);
-    out->len = got;
-    return FTR_OK;
-}
-
-int ftr_reader_seek(struct ftr_reader *r, uint64_t offset)
-{
-    r->have = 0;
-    r->done = 0;
-    return rd_goto(r, offset);
 }
 
 /* ====================================== decoders ===================================== */

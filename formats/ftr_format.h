@@ -14,6 +14,9 @@
  * Chunks are self-delimiting and each carries the pid and tid it belongs to, so a file may hold
  * several processes of one session (fork) and a reader can skip damage by scanning for the
  * next chunk magic.
+ *
+ * Implemented by ftr_format.c (names, buffers, encoder, payload decoders) and ftr_reader.c (the
+ * streaming reader ftr_reader_*: chunk framing checks and resynchronisation on damage).
  */
 #ifndef FTR_FORMAT_H
 #define FTR_FORMAT_H
@@ -84,6 +87,11 @@ struct ftr_chunk_hdr {
     uint64_t tsc_first;
     uint64_t tsc_last;
 };
+
+/*! ftr_chunk_hdr_decode() : decodes the FTR_CHUNK_HEADER_SIZE bytes at p into *h.
+ *  @return 1 when they are a valid chunk header (magic, check, payload_size within
+ *  FTR_CHUNK_MAX_PAYLOAD), else 0 (*h is then unspecified). */
+int ftr_chunk_hdr_decode(const uint8_t *p, struct ftr_chunk_hdr *h);
 
 /* ---- event kinds (2 bits in each encoded event head) ---- */
 #define FTR_EVENT_KINDS(X)                                                                         \
@@ -271,10 +279,15 @@ struct ftr_reader;
  *  FTR_E_EMPTY, FTR_E_NOT_TRACE, FTR_E_TRUNCATED or FTR_E_VERSION. */
 int ftr_reader_open(const char *path, struct ftr_reader **out);
 void ftr_reader_close(struct ftr_reader *r);
-/*! ftr_reader_next() : reads the next chunk header. A damaged header or payload is skipped by
- *  scanning for the next valid chunk header; the skipped bytes are counted (see _damage).
+/*! ftr_reader_next() : reads the next chunk header. A chunk is returned only when it holds
+ *  together: a valid header, its payload_size ending at the end of the file or at another valid
+ *  header, and no valid header inside it; or else a payload that is a zstd frame whose size and
+ *  checksum check out (docs/format.md, "Reading and damage"). Anything else (a chunk cut short,
+ *  a wrong size field, garbage, a hole of zeros) is skipped by scanning on, byte by byte, for
+ *  the next chunk that does; the skipped bytes are counted (see _damage). The chunk returned is
+ *  read whole into memory (up to FTR_CHUNK_MAX_PAYLOAD), not decompressed.
  *  @return FTR_OK, FTR_E_EOF at a clean end, FTR_E_TRUNCATED when the file ends inside a chunk,
- *  FTR_E_IO. *offset receives the chunk's file offset (for ftr_reader_seek). */
+ *  FTR_E_IO, FTR_E_NOMEM. *offset receives the chunk's file offset (for ftr_reader_seek). */
 int ftr_reader_next(struct ftr_reader *r, struct ftr_chunk_hdr *h, uint64_t *offset);
 /*! ftr_reader_payload() : decompresses the payload of the chunk last returned by
  *  ftr_reader_next() into out (replacing its contents). @return FTR_OK, FTR_E_CORRUPT or
@@ -284,10 +297,18 @@ int ftr_reader_payload(struct ftr_reader *r, struct ftr_buf *out);
 /*! ftr_reader_seek() : positions the reader so that the next ftr_reader_next() returns the chunk
  *  at offset (as returned earlier). */
 int ftr_reader_seek(struct ftr_reader *r, uint64_t offset);
+/* Damage met so far (cumulative; re-reading a damaged stretch after a seek counts it again). */
 struct ftr_damage {
-    uint64_t skipped_bytes; /* bytes scanned over while looking for a chunk header */
-    uint64_t bad_chunks;    /* chunks whose payload did not decode */
+    uint64_t skipped_bytes; /* bytes passed over while looking for a chunk that holds together */
+    uint64_t bad_chunks;    /* chunks returned whose payload then did not decode */
     int truncated;          /* the file ended inside a chunk */
+    /* valid chunk headers among the skipped bytes: chunks cut short, or whose size field or
+     * payload did not hold (their bytes are in skipped_bytes) */
+    uint64_t skipped_chunks;
+    uint64_t skipped_runs;                   /* separate stretches of skipped bytes */
+    uint64_t first_skip_off, first_skip_len; /* the first stretch: file offset, bytes */
+    uint64_t last_skip_off, last_skip_len;   /* the last one */
+    uint64_t truncated_off; /* when truncated: where the incomplete chunk (or header) starts */
 };
 void ftr_reader_damage(const struct ftr_reader *r, struct ftr_damage *d);
 

@@ -1,7 +1,8 @@
 /*
  * fuzz_seeds.c - writes the seed corpus of fuzz_report into a directory: small valid traces
  * (threads, lost events, fork and exec, C++ names, modules, unwinds, specials), each as a raw
- * file (first byte 0) and as a list of chunks to build (first byte 1; see fuzz_report.c).
+ * file (first byte 0) and as a list of chunks to build (first byte 1; see fuzz_report.c), and a
+ * damaged multi-process trace (a chunk cut short, a hole of zeros).
  * usage: fuzz_seeds DIR
  */
 #include <stdio.h>
@@ -127,6 +128,25 @@ static void seed_deep(struct ftr_buf *f)
     events(f, 30, 30, e, n);
 }
 
+/* The issue's damage: fork_exec with its 7th chunk (the parent's events) cut in half, as by a
+ * writer killed in the middle of its write(), and a hole of zeros after the next chunk. */
+static void seed_cut(struct ftr_buf *f)
+{
+    struct ftr_buf g = {0};
+    seed_fork_exec(&g);
+    struct ftr_chunk_hdr h;
+    size_t off = 0;
+    static const uint8_t hole[64];
+    for (int c = 0; off + FTR_CHUNK_HEADER_SIZE <= g.len && ftr_chunk_hdr_decode(g.data + off, &h);
+         c++) {
+        size_t n = FTR_CHUNK_HEADER_SIZE + h.payload_size;
+        ftr_buf_append(f, g.data + off, c == 6 ? FTR_CHUNK_HEADER_SIZE + h.payload_size / 2 : n);
+        if (c == 7) ftr_buf_append(f, hole, sizeof hole);
+        off += n;
+    }
+    ftr_buf_free(&g);
+}
+
 /* The structured form: chunks as (type, pid, tid, tsc_first, span, len, payload). */
 static void structured(const struct ftr_buf *raw, FILE *out)
 {
@@ -160,7 +180,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: fuzz_seeds DIR\n");
         return 2;
     }
-    static void (*const seeds[])(struct ftr_buf *) = {seed_threads, seed_fork_exec, seed_deep};
+    static void (*const seeds[])(struct ftr_buf *) = {seed_threads, seed_fork_exec, seed_deep,
+                                                      seed_cut};
     enc = ftr_enc_new(1);
     for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) {
         struct ftr_buf f = {0};
