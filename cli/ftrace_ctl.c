@@ -34,7 +34,6 @@
 
 #define REQUEST_MAX 4096   /* the server's limit, newline included */
 #define REPLY_MIN_MS 15000 /* a reply may wait for a re-patch under the handshake */
-#define RESIGNAL_MS 500    /* the wake-up signal is repeated this often while waiting */
 #define DEPTH_MAX 1000000u
 
 static const char *prog = "ftrace-ctl";
@@ -56,15 +55,13 @@ static void usage(FILE *f)
             "                   a bare number is in microseconds (0: keep all)\n"
             "\n"
             "Options (before the command):\n"
-            "  -s, --signal N   handshake signal of the process (default: its %s,\n"
-            "                   else SIGRTMIN+%d)\n"
             "  -t, --timeout MS how long to wait for the process to start answering\n"
             "                   (default 3000)\n"
             "  -h, --help       this help\n"
             "\n"
             "Only the process's owner (or root) may control it. Exit status: 0 done, 1 the\n"
             "process could not be reached or refused the request, 2 bad usage.\n",
-            prog, ftr_env_name(FTR_ENV_SIGNAL), FTR_CTL_DEFAULT_SIGNAL_OFFSET);
+            prog);
 }
 
 static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -218,40 +215,6 @@ static int try_connect(const char *path)
 
 /* The handshake signal the process uses: --signal, else FTRACE_SIGNAL from its environment
  * (then ours), else the default; invalid values are ignored as the preload ignores them. */
-static int pick_signal(int opt_signal, const char *env, size_t envlen)
-{
-    if (opt_signal) return opt_signal;
-    const char *name = ftr_env_name(FTR_ENV_SIGNAL);
-    const char *vals[2] = {env ? environ_get(env, envlen, name) : NULL, getenv(name)};
-    for (int i = 0; i < 2; i++) {
-        long v;
-        if (vals[i] && *vals[i] && parse_long(vals[i], SIGRTMIN + 2, SIGRTMAX, &v) == 0)
-            return (int)v;
-        if (vals[i] && *vals[i]) break; /* the process ignored its bad value too */
-    }
-    return SIGRTMIN + FTR_CTL_DEFAULT_SIGNAL_OFFSET;
-}
-
-/* Does the process catch signal sig (SigCgt in /proc/PID/status)? */
-static int catches(const char *status, int sig)
-{
-    const char *v = status_field(status, "SigCgt");
-    if (!v) return 1; /* cannot tell: try */
-    unsigned long long mask = strtoull(v, NULL, 16);
-    return sig >= 1 && sig <= 64 && (mask >> (sig - 1) & 1);
-}
-
-static int wake(int sig)
-{
-    union sigval val = {.sival_int = FTR_CTL_WAKE};
-    if (sigqueue(target_pid, sig, val) == 0) return 0;
-    if (errno == EPERM)
-        return fail(1, "process %d belongs to another user (permission denied)", target_pid);
-    if (errno == ESRCH) return fail(1, "process %d exited", target_pid);
-    return fail(1, "cannot signal process %d: %s", target_pid, strerror(errno));
-}
-
-/* Sends the request and prints the reply. @return the exit status */
 static int talk(int fd, const char *request, unsigned reply_ms)
 {
     size_t len = strlen(request), off = 0;
@@ -363,18 +326,17 @@ static int build_request(int argc, char **argv, char *req, size_t reqlen)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"signal", required_argument, NULL, 's'},
         {"timeout", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    long opt_signal = 0, timeout_ms = 3000, pid = 0;
+    long timeout_ms = 3000, pid = 0;
     int c;
     opterr = 0;
     /* options go before the command (so that "filter -b" means an exclusion): before PID or
      * right after it */
     for (;;) {
-        c = getopt_long(argc, argv, "+s:t:h", opts, NULL);
+        c = getopt_long(argc, argv, "+t:h", opts, NULL);
         if (c == -1) {
             if (pid || optind >= argc) break;
             if (parse_long(argv[optind], 1, INT_MAX, &pid) < 0)
@@ -383,11 +345,6 @@ int main(int argc, char **argv)
             continue;
         }
         switch (c) {
-        case 's':
-            if (parse_long(optarg, SIGRTMIN + 2, SIGRTMAX, &opt_signal) < 0)
-                return fail(2, "bad signal '%s' (expected %d to %d)", optarg, SIGRTMIN + 2,
-                            SIGRTMAX);
-            break;
         case 't':
             if (parse_long(optarg, 1, 3600000, &timeout_ms) < 0)
                 return fail(2, "bad timeout '%s' (expected milliseconds, 1 to 3600000)", optarg);
@@ -398,7 +355,7 @@ int main(int argc, char **argv)
         default:
             if (optopt)
                 return fail(2, "option '-%c' %s (see --help)", optopt,
-                            strchr("st", optopt) ? "needs an argument" : "is unknown");
+                            strchr("t", optopt) ? "needs an argument" : "is unknown");
             return fail(2, "unknown option '%s' (see --help)", argv[optind - 1]);
         }
     }
@@ -440,35 +397,14 @@ int main(int argc, char **argv)
     char path[512];
     ftr_ctl_socket_path(euid, target_pid, path, sizeof path);
 
-    int fd = try_connect(path);
-    if (fd < 0) {
-        /* not serving yet (or a stale socket): wake it up */
-        int sig = pick_signal((int)opt_signal, env, envlen);
-        if (!catches(status, sig)) {
-            free(status);
-            free(env);
-            return fail(1,
-                        "process %d does not handle signal %d: %s is loaded but not tracing "
-                        "(see its stderr), or it uses another %s (see --signal)",
-                        target_pid, sig, FTR_PRELOAD_NAME, ftr_env_name(FTR_ENV_SIGNAL));
-        }
-        if ((rc = wake(sig)) != 0) {
-            free(status);
-            free(env);
-            return rc;
-        }
-        uint64_t start = now_ms(), deadline = start + (uint64_t)timeout_ms;
-        uint64_t next_signal = start + RESIGNAL_MS;
-        while ((fd = try_connect(path)) < 0 && now_ms() < deadline) {
-            if (fd == -EACCES || fd == -EPERM) break;
-            sleep_ms(20);
-            if (now_ms() >= next_signal) {
-                next_signal += RESIGNAL_MS;
-                if (kill(target_pid, 0) < 0 && errno == ESRCH) break;
-                union sigval val = {.sival_int = FTR_CTL_WAKE};
-                sigqueue(target_pid, sig, val);
-            }
-        }
+    /* The server listens from the process's start; a process started a moment ago may not
+     * have bound its socket yet. No signal is ever sent: it could land on a sleeping thread. */
+    int fd;
+    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+    while ((fd = try_connect(path)) < 0 && now_ms() < deadline) {
+        if (fd == -EACCES || fd == -EPERM) break;
+        if (kill(target_pid, 0) < 0 && errno == ESRCH) break;
+        sleep_ms(20);
     }
     free(status);
     free(env);
@@ -480,6 +416,11 @@ int main(int argc, char **argv)
         if (!state || state == 'Z' || state == 'X') return fail(1, "process %d exited", target_pid);
         if (state == 'T' || state == 't')
             return fail(1, "process %d is stopped and cannot answer", target_pid);
+        if (fd == -ENOENT || fd == -ECONNREFUSED)
+            return fail(1,
+                        "process %d has no control socket (%s): %s is loaded but not tracing, "
+                        "or its control is off (see its stderr)",
+                        target_pid, path, FTR_PRELOAD_NAME);
         return fail(1, "process %d did not answer within %ld ms (%s: %s; its stderr may say why)",
                     target_pid, timeout_ms, path, strerror(-fd));
     }

@@ -3,14 +3,22 @@
  *
  * The patcher knows instructions, ELF files and live text; it knows nothing of trace records.
  * Its parts, one concern each:
- *   x86_64_insn.c  decide and generate: recognise site shapes in byte buffers, build the bytes of
- *                  a call / NOP / per-site stub. Pure functions, unit-tested on plain buffers.
+ *   x86_64_insn.c  decide: recognise site shapes in byte buffers (a small length decoder).
+ *   x86_64_gen.c   generate: the bytes of a NOP / CALL / JMP state and of a per-site stub, and
+ *                  what the new bytes do (for the breakpoint handler). Pure, tested on buffers.
  *   elf_sites.c    find the sites of one loaded module: __mcount_loc, __patchable_function_entries,
  *                  else the symbol table; name each site's function; read the build-id.
- *   text_poke.c    the only code that writes live text: verify, mprotect RW, write, read back,
- *                  restore RX (never writable and executable at once).
- *   stw.c          stop-the-world: park every other thread of the process in a signal handler,
- *                  run a callback, serialise every core, release.
+ *   text_io.c      the only code that reads and writes live text: through /proc/thread-self/mem
+ *                  (a missing page is an error, never a fault), read back; mprotect only for
+ *                  callers that are alone.
+ *   text_poke.c    rewrite sites: alone (plain writes), or live, while other threads run them:
+ *                  the kernel's text_poke_bp batch (int3 first bytes, sync, tails, sync, first
+ *                  bytes, sync) and its SIGTRAP side, which sends a trapped thread on as the new
+ *                  instruction would.
+ *   stw.c          stop-the-world: park every other running thread of the process in a signal
+ *                  handler, run a callback, serialise every core, release. Needed only where a
+ *                  thread may be stopped *inside* a site (the 1-byte NOPs of
+ *                  -fpatchable-function-entry).
  *
  * Life of a site: ORIGINAL bytes (whatever the compiler emitted) -> NOP state or CALL state,
  * and back and forth between those two. Both states keep an instruction boundary at +5:
@@ -23,6 +31,7 @@
 #ifndef FTR_PATCHER_H
 #define FTR_PATCHER_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -120,10 +129,14 @@ int ftr_x86_find_site(const uint8_t *code, size_t avail, uint64_t func,
  *  without -mfentry, an mcount call) before it is treated as an mcount-position site. */
 int ftr_x86_prologue_reaches(const uint8_t *code, size_t avail, size_t off);
 
-/*! ftr_x86_gen_nop() / ftr_x86_gen_call() : the NOP and CALL states of a site of len 5 or 6
- *  bytes (see above). gen_call @return 0, or -1 when target is out of rel32 reach. */
+/* ---- x86_64_gen.c: generate (pure) ---- */
+
+/*! ftr_x86_gen_nop() / ftr_x86_gen_call() / ftr_x86_gen_jmp() : the NOP, CALL and JMP states of
+ *  a site of len 5 or 6 bytes (see above). gen_call/gen_jmp @return 0, or -1 when target is out
+ *  of rel32 reach or len is not 5..6. */
 void ftr_x86_gen_nop(uint8_t *out, unsigned len);
 int ftr_x86_gen_call(uint8_t *out, unsigned len, uint64_t site, uint64_t target);
+int ftr_x86_gen_jmp(uint8_t *out, unsigned len, uint64_t site, uint64_t target);
 
 /* Per-site stub: pushes the site index and jumps to the common trampoline through an absolute
  * address kept in the stub page:
@@ -134,6 +147,24 @@ int ftr_x86_gen_call(uint8_t *out, unsigned len, uint64_t site, uint64_t target)
 /*! ftr_x86_gen_stub() : writes a stub at out (runtime address at) for index, jumping through
  *  the 8-byte slot at runtime address slot. @return 0, or -1 when slot is out of reach. */
 int ftr_x86_gen_stub(uint8_t *out, uint64_t at, uint32_t index, uint64_t slot);
+
+/* What a thread that traps on the int3 of a site being rewritten does instead of running it:
+ * exactly what the bytes being written would do. */
+enum ftr_emu_kind {
+    FTR_EMU_SKIP = 0, /* a NOP: go on at next */
+    FTR_EMU_CALL = 1, /* push next, go to target */
+    FTR_EMU_JMP = 2,  /* go to target */
+};
+struct ftr_emu {
+    uint64_t addr;   /* the site */
+    uint64_t next;   /* addr + len: the end of the site in every state */
+    uint64_t target; /* CALL/JMP destination (next for SKIP) */
+    uint32_t kind;   /* enum ftr_emu_kind */
+    uint32_t pad;
+};
+/*! ftr_x86_emulation() : how to emulate the site state bytes[0..len) at addr (a NOP, CALL or
+ *  JMP state as generated above, or 5 x 90). @return 0, or -1 when bytes are none of those. */
+int ftr_x86_emulation(const uint8_t *bytes, unsigned len, uint64_t addr, struct ftr_emu *out);
 
 /*! ftr_site_fixup_ip() : a thread stopped at ip: if ip lies strictly inside the first five bytes
  *  of the site, @return site+5 (the boundary that every state keeps), else ip. */
@@ -175,20 +206,59 @@ int ftr_module_scan(const char *path, uint64_t base, const void *phdr, unsigned 
                     struct ftr_module *m, char *err, size_t errlen);
 void ftr_module_free(struct ftr_module *m);
 
-/* ---- text_poke.c: the only writer of live text ---- */
+/* ---- text_poke.c: rewrite sites ---- */
 struct ftr_poke {
     uint64_t addr;
     uint8_t len;
     uint8_t expect[FTR_SITE_LEN_MAX]; /* bytes that must be there now */
     uint8_t bytes[FTR_SITE_LEN_MAX];  /* bytes to write */
 };
-/*! ftr_text_poke() : applies n pokes, in any order (runs in ascending address order are
- *  written together). Writes go through /proc/self/mem, the pages keeping PROT_READ|PROT_EXEC;
- *  where the kernel refuses, pages are made RW (not X), written and made RX again. Every write
- *  is read back. Pokes whose live bytes differ from expect (or whose len is not 1..6) are not
- *  written and are reported through bad[] (index list, up to badcap) and the return value.
- *  @return the number of pokes refused for mismatching bytes, or -1 (errno). */
+/*! ftr_text_poke() : applies n pokes (any order) when NO other thread can execute the text
+ *  meanwhile (the caller is the only thread, or every other one is parked inside the kernel or
+ *  a handler that runs no patched code). Writes go through /proc/thread-self/mem, the pages
+ *  keeping PROT_READ|PROT_EXEC; where the kernel refuses, pages are made RW (not X), written
+ *  and made RX again. The caller's own signals are blocked meanwhile, so that none of its
+ *  handlers can run a half-written site. Every write is read back. Pokes whose live bytes
+ *  differ from expect (a missing page counts as differing), or whose len is not 1..6, are not
+ *  written and are reported through bad[] (ascending index list, up to badcap) and the return
+ *  value. @return the number of pokes refused, or -1 (errno). */
 long ftr_text_poke(const struct ftr_poke *p, size_t n, size_t *bad, size_t badcap);
+
+/* What one live batch did (ftr_text_poke_live) */
+struct ftr_poke_stats {
+    uint64_t ns;     /* time the batch took, from the first int3 to the last sync */
+    uint64_t traps;  /* threads that met an int3 of this batch and were sent on */
+    unsigned writes; /* pwrite()s of text */
+    unsigned syncs;  /* membarrier(SYNC_CORE) calls */
+};
+/*! ftr_text_poke_live() : applies n pokes of 5 or 6 bytes, whose bytes are a state of
+ *  ftr_x86_emulation(), while other threads may execute them, with the kernel's text_poke_bp
+ *  protocol: int3 on the first byte of every site of the batch, serialise every core, the tail
+ *  bytes, serialise, the first bytes, serialise. A thread that reaches a site meanwhile traps
+ *  (ftr_bp_trap(), from the process's SIGTRAP handler) and is sent on as the new bytes would.
+ *  A thread already inside a site's bytes (between the 1-byte NOPs of 5 x 90) is NOT covered:
+ *  the caller parks those first (stw.c). Needs ftr_bp_init() and /proc/thread-self/mem (no
+ *  mprotect fallback: a page that is not executable would fault every thread running it).
+ *  No allocation but mmap; async-signal-safe apart from that. Pokes are verified as by
+ *  ftr_text_poke(). @return the number refused, or -1 (errno: ENOSYS no membarrier SYNC_CORE,
+ *  EPERM /proc writes refused, or the write's error). */
+long ftr_text_poke_live(const struct ftr_poke *p, size_t n, size_t *bad, size_t badcap,
+                        struct ftr_poke_stats *st);
+
+/*! ftr_bp_init() : registers this process for membarrier(SYNC_CORE), which live batches need.
+ *  Call once, early (registering is cheapest while the process has one thread).
+ *  @return 0, or -1 (message in err): live batches then fail with ENOSYS. */
+int ftr_bp_init(char *err, size_t errlen);
+/*! ftr_bp_sync() : every thread of the process serialises its instruction stream before it runs
+ *  user code again (membarrier SYNC_CORE, and cpuid here). @return 0 or -1 (not registered). */
+int ftr_bp_sync(void);
+/*! ftr_bp_trap() : to be called first by the process's SIGTRAP handler (SA_SIGINFO, SA_NODEFER).
+ *  @return 1 when the trap was one of ours (the thread's context is changed to go on as the new
+ *  instruction would, or to run the now finished site again), 0 when it is not ours: the caller
+ *  hands it to the program's handler or its default action. Async-signal-safe. */
+int ftr_bp_trap(const void *siginfo, void *ucontext);
+/*! ftr_bp_traps() : traps handled so far (every batch, every thread). */
+uint64_t ftr_bp_traps(void);
 
 /* ---- stw.c: stop the world ---- */
 /* Signal used to park threads: SIGRTMIN+7 by default (override: FTRACE_SIGNAL). Chosen because
@@ -206,17 +276,21 @@ typedef int (*ftr_stw_fn)(void *arg);
 /* ip fixup: called in each parked thread after fn ran; returns the ip to resume at. */
 typedef uint64_t (*ftr_stw_ip_fn)(void *arg, uint64_t ip);
 
-/*! ftr_stw_init() : installs the handshake signal handler. @return 0 or -1 (message in err). */
-int ftr_stw_init(int signo, char *err, size_t errlen);
+/*! ftr_stw_init() : installs the handshake signal's handler, through install (NULL: the C
+ *  library's sigaction(); the preload passes its signal guard's). @return 0 or -1 (err). */
+int ftr_stw_init(int signo, int (*install)(int sig, const struct sigaction *sa), char *err,
+                 size_t errlen);
 /*! ftr_stw_ignore() : never signal this thread (e.g. the tracer's own writer, which blocks
  *  every signal and never runs patched code). */
 void ftr_stw_ignore(int tid);
+/*! ftr_stw_others() : @return the number of threads of this process that may run its code
+ *  now: all but the caller, the ignored ones and zombies (-1 when /proc cannot be read). */
+int ftr_stw_others(void);
 /*! ftr_stw_forget_ignored() : in a fork child, the ignored threads are gone. */
 void ftr_stw_forget_ignored(void);
-/*! ftr_stw_on_request() : signals of the handshake's number queued (sigqueue) with a negative
- *  value are requests from outside (ftrace-ctl): fn(value) runs in the signal handler, so it
- *  must be async-signal-safe. */
-void ftr_stw_on_request(void (*fn)(int value));
+/*! ftr_stw_set_chain() : the handshake signal is not ours (the program's own, sent by someone
+ *  else): fn runs the program's action for it (without it, the action found at init runs). */
+void ftr_stw_set_chain(void (*fn)(int sig, siginfo_t *si, void *uc));
 /*! ftr_stw_run() : parks every other thread, runs fn(arg), makes every thread serialise its
  *  instruction stream, lets each parked thread fix its ip with ipfn, releases them.
  *  Threads that do not acknowledge within timeout_ms make the call give up before fn runs:

@@ -13,10 +13,15 @@
  *     its instruction stream (Intel SDM 3A 8.1.3); each parked thread also runs CPUID.
  *  5. Release: each handler lets the ip callback move its saved ip out of a half-rewritten site,
  *     then returns; run() waits until every handler has left, so generations never overlap.
- * A thread that does not acknowledge within the timeout (it blocks the signal, or is stopped)
- * makes run() release the others and fail without calling the callback: never a deadlock.
- * The handler is installed with SA_RESTART; see docs/design.md for syscalls that the kernel
- * does not restart.
+ * A thread that does not acknowledge within the timeout (it is stopped, or blocks the signal
+ * with a raw system call) makes run() release the others and fail without calling the
+ * callback: never a deadlock. Threads that cannot answer are seen before they are signalled:
+ * a zombie (a main thread after pthread_exit()) runs nothing and is left out; a stopped thread
+ * or one blocking the signal makes run() fail at once instead of after the timeout.
+ * Threads blocked in a system call are not signalled (a handler would make poll(),
+ * nanosleep() & co fail with EINTR): the callback must be safe against a thread that wakes up
+ * meanwhile (text_poke.c's live batches are), and the handshake only guarantees that no
+ * *running* thread is stopped inside what the callback rewrites.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -39,10 +44,15 @@
 
 #define MAX_TRACKED 4096 /* threads tracked by one handshake */
 #define MAX_IGNORED 32
+/* the value our handshake signals carry: a tag and a generation number */
+#define GEN_TAG 0x46540000
+#define GEN_MASK 0xffff
+/* a thread running with the signal blocked is waited for this long (a thread being started
+ * unblocks within microseconds; one that blocks it for good makes the handshake fail soon) */
+#define BLOCKED_GRACE_NS (50 * 1000 * 1000ull)
 
 static int stw_signo;
-static void (*request_fn)(int value); /* queued signals with a negative value: see header */
-static int have_membarrier;
+static void (*chain_fn)(int, siginfo_t *, void *); /* the program's handler, if registered */
 static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sigaction prev_action;
 
@@ -55,6 +65,7 @@ static void *cur_arg;
 static pid_t tids[MAX_TRACKED];
 static atomic_int acked[MAX_TRACKED];
 static uint64_t asleep_switches[MAX_TRACKED]; /* context switches of a thread left asleep; 0: not */
+static uint8_t blocking[MAX_TRACKED];         /* it had the signal blocked when signalled */
 static atomic_int ntids; /* published before the signal is sent: the handler scans tids */
 static pid_t ignored[MAX_IGNORED];
 static int nignored;
@@ -102,15 +113,17 @@ static inline void serialise(void)
 static void handler(int sig, siginfo_t *si, void *ucv)
 {
     int saved_errno = errno;
-    if (si->si_code == SI_QUEUE && si->si_value.sival_int < 0 && request_fn) {
-        request_fn(si->si_value.sival_int); /* another process asks for something */
-        errno = saved_errno;
-        return;
-    }
-    int gen = si->si_code == SI_QUEUE && si->si_pid == getpid() ? si->si_value.sival_int : 0;
+    /* ours: queued by this process with a value that carries our tag (a program that queues
+     * this signal to itself with a value of its own is passed on) */
+    int gen = si->si_code == SI_QUEUE && si->si_pid == getpid() &&
+                      (si->si_value.sival_int & ~GEN_MASK) == GEN_TAG
+                  ? si->si_value.sival_int
+                  : 0;
     if (gen == 0 || gen != atomic_load(&active_gen)) {
         /* Not ours (or too late): hand a foreign signal to whatever the program installed. */
-        if (gen == 0 && (prev_action.sa_flags & SA_SIGINFO) && prev_action.sa_sigaction)
+        if (gen == 0 && chain_fn)
+            chain_fn(sig, si, ucv);
+        else if (gen == 0 && (prev_action.sa_flags & SA_SIGINFO) && prev_action.sa_sigaction)
             prev_action.sa_sigaction(sig, si, ucv);
         else if (gen == 0 && !(prev_action.sa_flags & SA_SIGINFO) &&
                  prev_action.sa_handler != SIG_DFL && prev_action.sa_handler != SIG_IGN)
@@ -140,27 +153,31 @@ static void handler(int sig, siginfo_t *si, void *ucv)
     errno = saved_errno;
 }
 
-int ftr_stw_init(int signo, char *err, size_t errlen)
+int ftr_stw_init(int signo, int (*install)(int sig, const struct sigaction *sa), char *err,
+                 size_t errlen)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = handler;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigfillset(&sa.sa_mask);
-    if (sigaction(signo, &sa, &prev_action) < 0) {
+    sigdelset(&sa.sa_mask, SIGTRAP); /* a breakpoint batch may run while a thread is parked */
+    sigdelset(&sa.sa_mask, SIGSEGV);
+    sigdelset(&sa.sa_mask, SIGBUS);
+    int rc = install ? install(signo, &sa) : sigaction(signo, &sa, &prev_action);
+    if (rc < 0) {
         snprintf(err, errlen, "cannot install the handler of signal %d: %s", signo,
                  strerror(errno));
         return -1;
     }
     stw_signo = signo;
-    have_membarrier =
-        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0;
+    ftr_bp_init(NULL, 0); /* membarrier(SYNC_CORE), for the serialisation after the callback */
     return 0;
 }
 
-void ftr_stw_on_request(void (*fn)(int value))
+void ftr_stw_set_chain(void (*fn)(int, siginfo_t *, void *))
 {
-    request_fn = fn;
+    chain_fn = fn;
 }
 
 void ftr_stw_forget_ignored(void)
@@ -184,17 +201,56 @@ static int is_listed(pid_t tid)
     return 0;
 }
 
+/* What the handshake must know of a thread before it signals it. */
+enum tstate { T_RUN, T_SYSCALL, T_ZOMBIE, T_CANNOT };
+struct tinfo {
+    enum tstate st;
+    uint64_t switches; /* context switches (+1, never 0), for a thread left in its system call */
+    char why[48];      /* T_CANNOT: why it cannot be parked */
+    int blocked;       /* T_RUN, with the handshake signal blocked */
+};
+
+static int sig_in_mask(const char *text, const char *key, int sig)
+{
+    const char *p = strstr(text, key);
+    if (!p) return 0;
+    p += strlen(key);
+    while (*p == ' ' || *p == '\t')
+        p++;
+    unsigned long long m = strtoull(p, NULL, 16);
+    return sig >= 1 && sig <= 64 && (m >> (sig - 1)) & 1;
+}
+
 /* A thread blocked in a system call runs no user code until it returns, and on its way back the
  * kernel serialises its instruction stream (membarrier SYNC_CORE): it is left asleep instead of
  * being signalled, because a handler would make calls like poll(), epoll_wait(), nanosleep()
- * fail with EINTR even under SA_RESTART. @return its context switch count (+1, never 0), or 0
- * when it is not blocked in a system call. */
-static uint64_t blocked_in_syscall(pid_t tid)
+ * fail with EINTR even under SA_RESTART. */
+static void inspect(pid_t tid, struct tinfo *ti)
 {
-    char buf[256];
-    if (read_proc(tid, "syscall", buf, sizeof buf) <= 0 || buf[0] < '0' || buf[0] > '9')
-        return 0; /* "running", or "-1 ..." (blocked, but not in a system call) */
-    return context_switches(tid) + 1;
+    char st[4096], sc[256];
+    memset(ti, 0, sizeof *ti);
+    ti->st = T_RUN;
+    if (read_proc(tid, "status", st, sizeof st) <= 0) return; /* gone: signalling says ESRCH */
+    const char *state = strstr(st, "\nState:");
+    char c = state ? state[8 + strspn(state + 8, " \t")] : 'R';
+    if (c == 'Z' || c == 'X') {
+        ti->st = T_ZOMBIE;
+        return;
+    }
+    if (c == 'T' || c == 't') {
+        ti->st = T_CANNOT;
+        snprintf(ti->why, sizeof ti->why, "is stopped");
+        return;
+    }
+    if (read_proc(tid, "syscall", sc, sizeof sc) > 0 && sc[0] >= '0' && sc[0] <= '9') {
+        ti->st = T_SYSCALL; /* not "running", not "-1 ..." (blocked, but not in a syscall) */
+        ti->switches = field_after(st, "\nvoluntary_ctxt_switches:") +
+                       field_after(st, "nonvoluntary_ctxt_switches:") + 1;
+        return;
+    }
+    /* running with the signal blocked: a thread pthread_create() has not finished starting
+     * does so for a few microseconds; signalled anyway, it gets a short grace (wait_parked) */
+    ti->blocked = sig_in_mask(st, "\nSigBlk:", stw_signo);
 }
 
 /* Signals every thread not yet listed. @return number signalled, or -1 (too many threads). */
@@ -205,6 +261,20 @@ struct linux_dirent64 {
     unsigned char d_type;
     char d_name[];
 };
+
+/* why a handshake cannot be done (set by signal_new_threads) */
+static char cannot[96];
+
+static int queue_signal(pid_t pid, pid_t tid, siginfo_t *si)
+{
+    for (int tries = 0;; tries++) {
+        if (syscall(SYS_rt_tgsigqueueinfo, pid, tid, stw_signo, si) == 0) return 0;
+        if (errno != EAGAIN || tries == 200) return -1;
+        /* the queue of pending signals is full (RLIMIT_SIGPENDING): wait for room */
+        struct timespec ts = {0, 100 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
 
 static int signal_new_threads(int gen, pid_t self)
 {
@@ -221,6 +291,15 @@ static int signal_new_threads(int gen, pid_t self)
             pid_t tid = (pid_t)atoi(de->d_name);
             if (tid <= 0 || tid == self || is_listed(tid)) continue;
             if (atomic_load(&ntids) == MAX_TRACKED) {
+                snprintf(cannot, sizeof cannot, "too many threads to stop (more than %d)",
+                         MAX_TRACKED);
+                added = -1;
+                break;
+            }
+            struct tinfo ti;
+            inspect(tid, &ti);
+            if (ti.st == T_CANNOT) {
+                snprintf(cannot, sizeof cannot, "thread %d %s", (int)tid, ti.why);
                 added = -1;
                 break;
             }
@@ -232,19 +311,57 @@ static int signal_new_threads(int gen, pid_t self)
             si.si_uid = getuid();
             si.si_value.sival_int = gen;
             int i = atomic_load(&ntids);
-            uint64_t sw = blocked_in_syscall(tid);
-            asleep_switches[i] = sw;
-            atomic_store(&acked[i], sw != 0);
+            asleep_switches[i] = ti.switches;
+            blocking[i] = (uint8_t)ti.blocked;
+            atomic_store(&acked[i], ti.st != T_RUN);
             tids[i] = tid;
             atomic_store(&ntids, i + 1);
-            if (sw) continue; /* counted as stopped: see blocked_in_syscall() */
-            if (syscall(SYS_rt_tgsigqueueinfo, pid, tid, stw_signo, &si) == 0)
+            if (ti.st == T_ZOMBIE) {
+                tids[i] = 0; /* runs nothing, ever */
+                continue;
+            }
+            if (ti.st == T_SYSCALL) continue; /* counted as stopped: see inspect() */
+            if (queue_signal(pid, tid, &si) == 0)
                 added++;
-            else
+            else if (errno == ESRCH)
                 tids[i] = 0; /* it exited meanwhile */
+            else {
+                snprintf(cannot, sizeof cannot, "cannot signal thread %d: %s", (int)tid,
+                         strerror(errno));
+                added = -1;
+                break;
+            }
         }
     close(dfd);
     return added;
+}
+
+int ftr_stw_others(void)
+{
+    int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return -1;
+    pid_t self = (pid_t)syscall(SYS_gettid);
+    int others = 0;
+    char dents[4096] __attribute__((aligned(8)));
+    long nread;
+    while ((nread = syscall(SYS_getdents64, dfd, dents, sizeof dents)) > 0)
+        for (long off = 0; off < nread;) {
+            struct linux_dirent64 *de = (struct linux_dirent64 *)(dents + off);
+            off += de->d_reclen;
+            pid_t tid = (pid_t)atoi(de->d_name);
+            int ign = tid <= 0 || tid == self;
+            for (int i = 0; !ign && i < nignored; i++)
+                ign = ignored[i] == tid;
+            if (ign) continue;
+            char st[512];
+            if (read_proc(tid, "stat", st, sizeof st) > 0) {
+                const char *p = strrchr(st, ')'); /* "tid (comm) S ..." */
+                if (p && (p[2] == 'Z' || p[2] == 'X')) continue;
+            }
+            others++;
+        }
+    close(dfd);
+    return others;
 }
 
 static uint64_t now_ns(void)
@@ -265,8 +382,9 @@ static int thread_alive(pid_t tid)
  * answer in time. */
 static pid_t wait_parked(uint64_t deadline)
 {
+    uint64_t grace = now_ns() + BLOCKED_GRACE_NS;
     for (;;) {
-        int missing = 0;
+        int missing = 0, all_blocking = 1;
         pid_t culprit = 0;
         for (int i = 0, n = atomic_load(&ntids); i < n; i++) {
             if (tids[i] && !atomic_load(&acked[i])) {
@@ -276,10 +394,16 @@ static pid_t wait_parked(uint64_t deadline)
                 }
                 missing++;
                 culprit = tids[i];
+                all_blocking &= blocking[i];
             }
         }
         if (!missing) return 0;
-        if (now_ns() > deadline) return culprit;
+        uint64_t now = now_ns();
+        if (all_blocking && now > grace) {
+            snprintf(cannot, sizeof cannot, "thread %d blocks signal %d", (int)culprit, stw_signo);
+            return culprit;
+        }
+        if (now > deadline) return culprit;
         int seen = atomic_load(&n_parked);
         struct timespec ts = {0, 200 * 1000};
         futex(&n_parked, FUTEX_WAIT_PRIVATE, seen, &ts);
@@ -304,9 +428,11 @@ int ftr_stw_run(ftr_stw_fn fn, ftr_stw_ip_fn ipfn, void *arg, unsigned timeout_m
     }
     pthread_mutex_lock(&run_lock);
     uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)timeout_ms * 1000000u;
-    int gen = ++gen_counter;
-    if (gen_counter == 0x7fffffff) gen_counter = 0;
+    gen_counter = (gen_counter + 1) & GEN_MASK;
+    if (!gen_counter) gen_counter = 1;
+    int gen = GEN_TAG | gen_counter;
     pid_t self = (pid_t)syscall(SYS_gettid);
+    cannot[0] = 0;
     atomic_store(&ntids, 0);
     atomic_store(&n_parked, 0);
     atomic_store(&n_left, 0);
@@ -321,15 +447,15 @@ int ftr_stw_run(ftr_stw_fn fn, ftr_stw_ip_fn ipfn, void *arg, unsigned timeout_m
     while ((added = signal_new_threads(gen, self)) > 0)
         if ((culprit = wait_parked(deadline)) != 0) break;
     if (added < 0)
-        snprintf(err, errlen, "too many threads to stop (more than %d)", MAX_TRACKED);
+        snprintf(err, errlen, "%s", cannot[0] ? cannot : "cannot list this process's threads");
+    else if (culprit && cannot[0])
+        snprintf(err, errlen, "%s", cannot);
     else if (culprit)
         snprintf(err, errlen, "thread %d did not stop within %u ms (is signal %d blocked?)",
                  (int)culprit, timeout_ms, stw_signo);
     else {
         rc = fn(arg);
-        if (have_membarrier)
-            syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0);
-        serialise();
+        ftr_bp_sync();
     }
     unsigned asleep = 0, woke = 0;
     for (int i = 0, n = atomic_load(&ntids); i < n; i++) {

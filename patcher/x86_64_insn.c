@@ -1,6 +1,6 @@
 /*
- * x86_64_insn.c - recognise function-entry hook sites in x86-64 code and generate the bytes that
- * replace them. Pure functions on byte buffers: no ELF, no live memory, no globals.
+ * x86_64_insn.c - recognise function-entry hook sites in x86-64 code (the bytes that replace them
+ * are x86_64_gen.c's). Pure functions on byte buffers: no ELF, no live memory, no globals.
  *
  * What the compilers emit (gcc 12.2, clang 14.0.6, binutils ld 2.40; objdump of .o files and of
  * linked PIE / .so / static files; -O0 and -O2 give the same site, only the prologue differs):
@@ -60,11 +60,6 @@ static int32_t rd_s32(const uint8_t *p)
     int32_t v;
     memcpy(&v, p, sizeof v); /* x86-64 is little-endian, like the code we read */
     return v;
-}
-
-static void wr_s32(uint8_t *p, int32_t v)
-{
-    memcpy(p, &v, sizeof v);
 }
 
 static int is_endbr64(const uint8_t *c, size_t avail)
@@ -355,48 +350,4 @@ int ftr_x86_find_site(const uint8_t *code, size_t avail, uint64_t func,
     *shape = ws;
     *len = n;
     return (int)at;
-}
-
-void ftr_x86_gen_nop(uint8_t *out, unsigned len)
-{
-    static const uint8_t nop5[5] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
-    unsigned i = 0;
-
-    if (len >= 5) {
-        memcpy(out, nop5, 5);
-        i = 5;
-    }
-    for (; i < len; i++)
-        out[i] = 0x90; /* keeps the boundary at +5 (6-byte sites) */
-}
-
-static int rel32_ok(int64_t d)
-{
-    return d >= INT32_MIN && d <= INT32_MAX;
-}
-
-int ftr_x86_gen_call(uint8_t *out, unsigned len, uint64_t site, uint64_t target)
-{
-    if (len < 5 || len > FTR_SITE_LEN_MAX) return -1;
-    int64_t d = (int64_t)(target - (site + 5));
-    if (!rel32_ok(d)) return -1;
-    out[0] = 0xe8;
-    wr_s32(out + 1, (int32_t)d);
-    for (unsigned i = 5; i < len; i++)
-        out[i] = 0x90;
-    return 0;
-}
-
-int ftr_x86_gen_stub(uint8_t *out, uint64_t at, uint32_t index, uint64_t slot)
-{
-    /* 68 imm32 (5 bytes) then ff 25 rel32 (6 bytes): rel32 counts from at + 11 */
-    int64_t d = (int64_t)(slot - (at + 11));
-    if (!rel32_ok(d)) return -1;
-    out[0] = 0x68;
-    memcpy(out + 1, &index, 4); /* push sign-extends; the trampoline uses the low 32 bits */
-    out[5] = 0xff;
-    out[6] = 0x25;
-    wr_s32(out + 7, (int32_t)d);
-    memset(out + 11, 0xcc, FTR_STUB_SIZE - 11); /* int3: never reached */
-    return 0;
 }

@@ -1,12 +1,14 @@
 /*
  * control.c - the control server: lets ftrace-ctl change what a running process traces.
  *
- * Nothing runs until asked. ftrace-ctl queues the handshake signal with the value FTR_CTL_WAKE
- * (preload/ftr_env.h); the handler (patcher/stw.c) only sets a flag here, and the writer thread,
- * which wakes every flush period, starts the server: a thread that never traces, blocks every
- * signal and is left out of the handshake, accepting on a Unix stream socket at
- * ftr_ctl_socket_path(). The socket's directory must be ours and closed to everyone else
- * (0700), and every connection's credentials (SO_PEERCRED) must be our effective uid or root.
+ * The server is a thread that never traces, blocks every signal, is left out of the handshake
+ * and sleeps in poll()/accept() on a Unix stream socket at ftr_ctl_socket_path(), from the
+ * start of every traced process (the constructor starts it; in a fork child, the child's writer
+ * thread does). ftrace-ctl only connects: no signal is ever sent to the process, since the
+ * kernel would hand a process-directed signal to any thread, often one asleep in nanosleep()
+ * or epoll_wait(), which would then fail with EINTR. The socket's directory must be ours and
+ * closed to everyone else (0700), and every connection's credentials (SO_PEERCRED) must be our
+ * effective uid or root.
  *
  * Protocol: one request line (at most 4 KiB, within a few seconds), answered by text lines and
  * a last line "ok" or "error: <message>", then the connection is closed:
@@ -17,7 +19,7 @@
  * The descriptors are guarded like the trace file's (fdguard.c) and used under its lock, so
  * that a program's dup2() onto their numbers never makes us read from or write to the
  * program's own files. The socket file is removed when the image ends (ftr_finish); a fork
- * child has no server until asked, and closes the copies it inherited.
+ * child closes the copies it inherited and starts a server of its own.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -37,6 +39,7 @@
 
 #include "ftr_env.h"
 #include "ftr_patcher.h"
+#include "sigguard.h"
 #include "tracer.h"
 
 #define CTL_LINE_MAX 4096 /* longest request line, newline included */
@@ -44,7 +47,7 @@
 #define CTL_FD_MIN 512    /* our descriptors sit above the program's (like the trace file's) */
 #define CTL_DEPTH_MAX 1000000u
 
-static atomic_int requested;             /* ftrace-ctl asked (set from the signal handler) */
+static atomic_int requested;             /* a server is to be started (at start, in a child) */
 static atomic_int running;               /* a server thread exists in this process */
 static atomic_int stopping;              /* the image ends: refuse further requests */
 static atomic_int quit;                  /* the server thread should end (socket file gone) */
@@ -60,9 +63,10 @@ static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static int finished;
 static uint32_t finished_writer;
 
-void ftr_control_request(int value)
+void ftr_control_start(void)
 {
-    if (value == FTR_CTL_WAKE) atomic_store(&requested, 1);
+    atomic_store(&requested, 1);
+    ftr_control_poll();
 }
 
 static uint64_t now_ms(void)
@@ -290,12 +294,29 @@ static void serve(uint64_t deadline)
 
 /* ---- the server thread ---- */
 
+static int bind_socket(const char *path, char *why, size_t len);
+
+/* The socket file is gone while we serve: listen on a new one at the same path. */
+static void rebind_if_gone(void)
+{
+    struct stat st;
+    if (getpid() != server_pid || lstat(sock_path, &st) == 0 || errno != ENOENT) return;
+    char why[600];
+    int fd = bind_socket(sock_path, why, sizeof why);
+    if (fd < 0) return; /* tried again at the next idle second */
+    ftr_fd_lock();
+    int old = listen_fd;
+    listen_fd = fd;
+    ftr_fd_unlock();
+    if (old >= 0) close(old);
+}
+
 static void *server_main(void *arg)
 {
     (void)arg;
     sigset_t all;
     sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, NULL);
+    ftr_sigguard_real_sigmask(SIG_SETMASK, &all, NULL);
     ftr_thread_off();
     ftr_stw_ignore((int)syscall(SYS_gettid));
     int failures = 0; /* in a row: past a few, slow down (never spin) */
@@ -304,6 +325,7 @@ static void *server_main(void *arg)
         struct pollfd p = {.fd = fd, .events = POLLIN};
         int r = poll(&p, 1, 1000);
         if (atomic_load(&stopping) || atomic_load(&quit)) break;
+        if (r == 0) rebind_if_gone(); /* the socket file removed (by hand, a /tmp cleaner) */
         if (r <= 0) continue;
         /* a listening socket reports these only when shut down or broken (a number the program
          * took over since has moved ours: look again) */
@@ -361,9 +383,36 @@ static int check_dir(char *why, size_t len)
     return -1;
 }
 
+/* A listening socket at path (a stale file of a killed process with our pid is replaced),
+ * above CTL_FD_MIN. @return it, or -1 with the reason in why. */
+static int bind_socket(const char *path, char *why, size_t len)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path) {
+        snprintf(why, len, "socket path %s is too long", path);
+        return -1;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        snprintf(why, len, "cannot create a socket: %s", strerror(errno));
+        return -1;
+    }
+    fd = high_fd(fd);
+    unlink(path);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 16) < 0) {
+        snprintf(why, len, "cannot listen on %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 static void start_server(void)
 {
     char why[600];
+    if (!ctl_dir[0])
+        ftr_ctl_dir((unsigned)geteuid(), ctl_dir, sizeof ctl_dir); /* before its ctor */
     if (check_dir(why, sizeof why) < 0) {
         ftr_msg("control: %s; refusing to listen for ftrace-ctl", why);
         return;
@@ -375,17 +424,9 @@ static void start_server(void)
         ftr_msg("control: socket path %s is too long; not listening for ftrace-ctl", path);
         return;
     }
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = bind_socket(path, why, sizeof why);
     if (fd < 0) {
-        ftr_msg("control: cannot create a socket: %s", strerror(errno));
-        return;
-    }
-    fd = high_fd(fd);
-    unlink(path); /* left by a process that had our pid and was killed */
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 16) < 0) {
-        ftr_msg("control: cannot listen on %s: %s", path, strerror(errno));
-        close(fd);
+        ftr_msg("control: %s; not listening for ftrace-ctl", why);
         return;
     }
     memcpy(sock_path, path, strlen(path) + 1);
@@ -407,10 +448,10 @@ static void start_server(void)
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     sigset_t all, old;
     sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
+    ftr_sigguard_real_sigmask(SIG_SETMASK, &all, &old);
     pthread_t th;
     int rc = pthread_create(&th, &attr, server_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    ftr_sigguard_real_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     if (rc) {
         ftr_msg("control: cannot start the server thread: %s", strerror(rc));
@@ -419,7 +460,7 @@ static void start_server(void)
         atomic_store(&running, 0);
         return;
     }
-    if (ftr_g.verbose) ftr_msg("control: listening on %s", sock_path);
+    if (ftr_cfg.verbose) ftr_msg("control: listening on %s", sock_path);
 }
 
 void ftr_control_poll(void)
@@ -471,10 +512,11 @@ void ftr_control_cleanup(void)
 }
 
 /* A fork child has no server thread: forget it, and close the copies of its descriptors (the
- * socket file stays the parent's). close() would spare them: they are still guarded. */
+ * socket file stays the parent's). close() would spare them: they are still guarded. The
+ * child's writer thread starts the child's own server. */
 static void control_child_after_fork(void)
 {
-    atomic_store(&requested, 0);
+    atomic_store(&requested, 1);
     pthread_mutex_init(&cmd_lock, NULL);
     pthread_mutex_init(&start_lock, NULL);
     finished = 0;

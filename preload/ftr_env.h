@@ -51,14 +51,11 @@ static inline const char *ftr_env_help(enum ftr_env_id id)
 #define FTR_DEFAULT_OUTPUT "ftrace.ftr"
 
 /* ---- the control channel (ftrace-ctl <-> libftrace.so) ----
- * ftrace-ctl queues the handshake signal (FTRACE_SIGNAL, default SIGRTMIN+7) to the process with
- * sigqueue() and the value FTR_CTL_WAKE; the preload then starts its control server (nothing
- * runs until the first request), which listens on a Unix stream socket at
+ * Every traced process listens, from its start, on a Unix stream socket at
  * ftr_ctl_socket_path(): a directory only its owner can enter, plus the peer's credentials
- * checked on every connection (same uid, or root). Protocol: one request line, answered by text
- * lines and a last line "ok" or "error: <message>". */
-#define FTR_CTL_WAKE (-0x4654)
-#define FTR_CTL_DEFAULT_SIGNAL_OFFSET 7 /* SIGRTMIN + 7 */
+ * checked on every connection (same uid, or root). ftrace-ctl only connects (no signal).
+ * Protocol: one request line, answered by text lines and a last line "ok" or
+ * "error: <message>". */
 
 #include <stdint.h>
 #include <stdio.h>

@@ -104,8 +104,8 @@ static inline void retire(struct ftr_tls *t, const struct ftr_shadow *e, unsigne
  * sees the other: the thread keeps the entry (and records the exit) or the writer leaves it. */
 static inline int rewind_short(struct ftr_tls *t, const struct ftr_shadow *e, uint64_t tsc)
 {
-    if (!(e->flags & FTR_SH_RECORDED) || tsc - e->tsc >= ftr_g.threshold_ticks ||
-        e->tsc < ftr_g.threshold_from)
+    if (!(e->flags & FTR_SH_RECORDED) || tsc - e->tsc >= ftr_hot.threshold_ticks ||
+        e->tsc < ftr_hot.threshold_from)
         return 0;
     struct ftr_rec *last = t->pos - 1;
     struct ftr_chunk *c = t->thr->cur;
@@ -149,7 +149,8 @@ static struct ftr_shadow *close_dead(struct ftr_tls *t, struct ftr_shadow *top, 
 
 static inline int recording(const struct ftr_tls *t)
 {
-    return t->state == FTR_T_ACTIVE && atomic_load_explicit(&ftr_g.recording, memory_order_relaxed);
+    return t->state == FTR_T_ACTIVE &&
+           atomic_load_explicit(&ftr_hot.recording, memory_order_relaxed);
 }
 
 void ftr_hook_entry(uint32_t site, uintptr_t *slot)
@@ -175,18 +176,18 @@ void ftr_hook_entry(uint32_t site, uintptr_t *slot)
     /* Should this call be seen? The graph knobs decide; a call that is not seen and needs no
      * bookkeeping is not hooked at all. */
     uint32_t flags = 0;
-    if (unlikely(ftr_g.site_flags_used)) {
+    if (unlikely(ftr_hot.site_flags_used)) {
         unsigned sf = site < FTR_SITE_FLAGS_MAX ? ftr_site_flags[site] : 0;
         if (t->notrace_open) return; /* inside a hidden subtree */
         if (sf & FTR_SF_NOTRACE) flags |= FTR_SH_NOTRACE;
         if (sf & FTR_SF_TRIGGER)
             flags |= FTR_SH_TRIGGER;
-        else if (ftr_g.graph_mode && !t->graph_open)
+        else if (ftr_hot.graph_mode && !t->graph_open)
             return; /* outside every --graph-function tree */
     }
     int rec = !(flags & FTR_SH_NOTRACE) &&
-              atomic_load_explicit(&ftr_g.recording, memory_order_relaxed) &&
-              (!ftr_g.max_depth || t->rec_depth < ftr_g.max_depth);
+              atomic_load_explicit(&ftr_hot.recording, memory_order_relaxed) &&
+              (!ftr_hot.max_depth || t->rec_depth < ftr_hot.max_depth);
     if (!rec && !flags) return; /* nothing to record, nothing to count: leave the return alone */
 
     if (unlikely(top >= t->shadow_end)) {
@@ -284,7 +285,7 @@ uintptr_t ftr_hook_exit(uintptr_t sp)
     do {
         top--;
         ret = top->ret;
-        if (!(unlikely(ftr_g.threshold_ticks) && rewind_short(t, top, tsc)))
+        if (!(unlikely(ftr_hot.threshold_ticks) && rewind_short(t, top, tsc)))
             retire(t, top, FTR_EV_EXIT, tsc);
         top->slot = 0;
     } while (top > t->shadow_base && top[-1].slot == slot);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,9 +24,12 @@
 
 #include "ftr_env.h"
 #include "ftr_patcher.h"
+#include "sigguard.h"
 #include "tracer.h"
 
 struct ftr_global ftr_g = {.fd = -1};
+struct ftr_hot ftr_hot;
+struct ftr_config ftr_cfg;
 struct ftr_process_info ftr_process FTR_HIDDEN;
 uint64_t ftr_start_raw_ns FTR_HIDDEN;
 static struct ftr_end_info end_info;
@@ -77,14 +81,14 @@ static long env_long(enum ftr_env_id id, long dflt, long lo, long hi)
 static void read_config(void)
 {
     const char *out = getenv(ftr_env_name(FTR_ENV_OUTPUT));
-    snprintf(ftr_g.output, sizeof ftr_g.output, "%s", out && *out ? out : FTR_DEFAULT_OUTPUT);
-    ftr_g.quiet = env_long(FTR_ENV_QUIET, 0, 0, 1);
-    ftr_g.verbose = env_long(FTR_ENV_VERBOSE, 0, 0, 1);
-    ftr_g.chunk_bytes = (size_t)env_long(FTR_ENV_BUFSIZE, 256, 4, 65536) * 1024;
-    ftr_g.zstd_level = (int)env_long(FTR_ENV_ZSTD_LEVEL, 1, -50, 19);
-    ftr_g.flush_ms = (unsigned)env_long(FTR_ENV_FLUSH_MS, 50, 1, 60000);
-    ftr_g.shadow_entries = (size_t)env_long(FTR_ENV_DEPTH_MAX, 16384, 64, 1 << 24);
-    ftr_g.stw_signal = (int)env_long(FTR_ENV_SIGNAL, SIGRTMIN + 7, SIGRTMIN + 2, SIGRTMAX);
+    snprintf(ftr_cfg.output, sizeof ftr_cfg.output, "%s", out && *out ? out : FTR_DEFAULT_OUTPUT);
+    ftr_cfg.quiet = env_long(FTR_ENV_QUIET, 0, 0, 1);
+    ftr_cfg.verbose = env_long(FTR_ENV_VERBOSE, 0, 0, 1);
+    ftr_cfg.chunk_bytes = (size_t)env_long(FTR_ENV_BUFSIZE, 256, 4, 65536) * 1024;
+    ftr_cfg.zstd_level = (int)env_long(FTR_ENV_ZSTD_LEVEL, 1, -50, 19);
+    ftr_cfg.flush_ms = (unsigned)env_long(FTR_ENV_FLUSH_MS, 50, 1, 60000);
+    ftr_cfg.shadow_entries = (size_t)env_long(FTR_ENV_DEPTH_MAX, 16384, 64, 1 << 24);
+    ftr_cfg.stw_signal = (int)env_long(FTR_ENV_SIGNAL, SIGRTMIN + 7, SIGRTMIN + 2, SIGRTMAX);
 }
 
 /* The command line, read back from /proc (the constructor is not given argv portably). */
@@ -120,11 +124,11 @@ static void print_summary(void)
     int failed = ftr_writer_failed();
     uint64_t lost = end_info.lost;
     if (failed)
-        ftr_msg("writing %s failed (%s): %llu bytes of trace lost", ftr_g.output, strerror(failed),
-                (unsigned long long)ftr_writer_dropped());
-    else if (!ftr_g.quiet)
+        ftr_msg("writing %s failed (%s): %llu bytes of trace lost", ftr_cfg.output,
+                strerror(failed), (unsigned long long)ftr_writer_dropped());
+    else if (!ftr_cfg.quiet)
         ftr_msg("%llu calls traced into %s (%.1f KiB)%s", (unsigned long long)ftr_writer_calls(),
-                ftr_g.output, (double)ftr_writer_bytes() / 1024.0,
+                ftr_cfg.output, (double)ftr_writer_bytes() / 1024.0,
                 lost ? ", some events lost" : "");
 }
 
@@ -144,7 +148,7 @@ static void fill_end(uint32_t how, int code)
 int ftr_finish(uint32_t how, int code)
 {
     if (!ftr_g.ready || (uint32_t)getpid() != ftr_g.pid || atomic_exchange(&ended, 1)) return 0;
-    atomic_store(&ftr_g.recording, 0);
+    atomic_store(&ftr_hot.recording, 0);
     ftr_tls.in_slow = 1; /* this thread records nothing more */
     fill_end(how, code);
     ftr_control_cleanup();
@@ -153,6 +157,65 @@ int ftr_finish(uint32_t how, int code)
     ftr_writer_stop(&end_info);
     if (how != FTR_END_EXEC) print_summary();
     return 1;
+}
+
+/* The main thread ended with pthread_exit() or a raw exit system call, and every other thread
+ * of the program has ended since: without our threads the process would be over (glibc's last
+ * thread calls exit(0); the kernel ends a group with no thread left). */
+int ftr_program_gone(int *leader_gone)
+{
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* "pid (comm) S ppid ..." */
+    if (!p || p[1] != ' ') return 0;
+    *leader_gone = p[2] == 'Z' || p[2] == 'X';
+    if (!*leader_gone) return 0;
+    long threads = 0;
+    for (int field = 3; *p && field < 20; p++) /* field 20: num_threads */
+        if (*p == ' ') field++;
+    threads = strtol(p, NULL, 10);
+    if (threads > 4) return 0; /* the zombie leader, the writer, the control server, more */
+    return ftr_stw_others() == 0;
+}
+
+const struct ftr_end_info *ftr_end_orphaned(void)
+{
+    if (atomic_exchange(&ended, 1)) return &end_info;
+    atomic_store(&ftr_hot.recording, 0);
+    fill_end(FTR_END_EXIT, 0);
+    ftr_control_cleanup();
+    end_info.lost = ftr_lost_events();
+    end_info.overruns = ftr_overrun_calls();
+    return &end_info;
+}
+
+/* What the program would have done without our threads: after pthread_exit() in main, glibc's
+ * last thread calls exit(0) (exit handlers, stdio flushed); after a raw exit system call, glibc
+ * never counted the main thread out, and the kernel ends the process with the main thread's
+ * exit code, running nothing. */
+void ftr_orphan_exit(void)
+{
+    print_summary();
+    if (ftr_main_pthread_exited) exit(0);
+    int code = 0;
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0) close(fd);
+    if (n > 0) {
+        buf[n] = 0;
+        const char *p = strrchr(buf, ')'); /* field 52: exit_code, in waitpid() form */
+        for (int field = 2; p && *p && field < 52; p++)
+            if (*p == ' ') field++;
+        if (p && *p) code = (int)(strtol(p, NULL, 10) >> 8 & 0xff);
+    }
+    for (;;)
+        syscall(SYS_exit_group, code);
 }
 
 /* exec failed after ftr_finish(FTR_END_EXEC): this image goes on, and so does its trace. */
@@ -172,7 +235,8 @@ void ftr_resume(void)
     ftr_buf_free(&meta);
     ftr_tls.in_slow = 0;
     atomic_store(&ended, 0);
-    atomic_store(&ftr_g.recording, 1);
+    atomic_store(&ftr_hot.recording, 1);
+    ftr_control_start();
 }
 
 /* Every lock of the preload is taken across fork(), in the one order they nest in
@@ -217,7 +281,7 @@ void ftr_child_after_fork(void)
     ftr_stw_forget_ignored();
     char err[256];
     if (ftr_writer_start(err, sizeof err) < 0) {
-        atomic_store(&ftr_g.recording, 0);
+        atomic_store(&ftr_hot.recording, 0);
         atomic_store(&ended, 1);
         return;
     }
@@ -245,9 +309,32 @@ typedef int (*start_fn)(main_fn, int, char **, void (*)(void), void (*)(void), v
                         void *);
 static main_fn real_main;
 
+/* gcrt1 (a program linked with -pg) armed gprof's ITIMER_PROF before main: its SIGPROF would
+ * land on sleeping threads (usleep() returning EINTR) as soon as the writer burns CPU time. Our
+ * mcount replaced gprof's, so its histogram is empty anyway: disarm the timer when the handler
+ * is the C library's own (profil()); a profiler of the program's own keeps its timer. */
+static void disarm_gprof(void)
+{
+    struct itimerval it;
+    struct sigaction sa;
+    Dl_info di;
+    if (getitimer(ITIMER_PROF, &it) < 0 || (!it.it_value.tv_sec && !it.it_value.tv_usec) ||
+        sigaction(SIGPROF, NULL, &sa) < 0)
+        return;
+    void *h = (sa.sa_flags & SA_SIGINFO) ? (void *)sa.sa_sigaction : (void *)sa.sa_handler;
+    if (!dladdr(h, &di) || !di.dli_fname || !strstr(di.dli_fname, "/libc.so")) return;
+    struct itimerval off;
+    memset(&off, 0, sizeof off);
+    setitimer(ITIMER_PROF, &off, NULL);
+    if (ftr_cfg.verbose) ftr_msg("gprof's profiling timer (ITIMER_PROF) disarmed");
+}
+
 static int main_wrapper(int argc, char **argv, char **envp)
 {
-    if (ftr_g.ready) on_exit(on_exit_handler, NULL);
+    if (ftr_g.ready) {
+        on_exit(on_exit_handler, NULL);
+        disarm_gprof();
+    }
     return real_main(argc, argv, envp);
 }
 
@@ -283,18 +370,64 @@ __attribute__((visibility("default"), noreturn)) void _Exit(int status)
 /* Best effort on a fatal signal: flush what was recorded, then die of the same signal. The
  * handlers are installed only where the program left the default action; a program that
  * installs its own handler later replaces ours, as it expects. */
-static const int fatal_signals[] = {SIGSEGV, SIGBUS,  SIGFPE, SIGILL, SIGABRT, SIGTRAP,
-                                    SIGSYS,  SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGSYS,
+                                    SIGTERM, SIGINT, SIGHUP, SIGQUIT}; /* SIGTRAP: on_sigtrap */
+
+static void flush_for_fatal(int sig)
+{
+    if (ftr_g.ready && (uint32_t)getpid() == ftr_g.pid && !atomic_exchange(&ended, 1)) {
+        atomic_store(&ftr_hot.recording, 0);
+        fill_end(FTR_END_SIGNAL, sig);
+        ftr_writer_stop_from_signal(&end_info);
+    }
+}
+
+/* SIGTRAP is always ours (sigguard.c keeps it so): first a thread that met a site during a
+ * breakpoint batch, sent on; otherwise the program's own handler, or its default action (the
+ * trace is flushed first, as for the other fatal signals). */
+static void on_sigtrap(int sig, siginfo_t *si, void *uc)
+{
+    int saved = errno;
+    if (ftr_bp_trap(si, uc)) {
+        errno = saved;
+        return;
+    }
+    struct sigaction pa;
+    ftr_sigguard_program_action(sig, &pa);
+    if (!(pa.sa_flags & SA_SIGINFO) && pa.sa_handler == SIG_DFL) flush_for_fatal(sig);
+    errno = saved;
+    ftr_sigguard_chain(sig, si, uc);
+}
+
+static int install_guarded(int sig, const struct sigaction *sa)
+{
+    return ftr_sigguard_install(sig, sa);
+}
+
+/* The program's handshake and SIGTRAP handlers stay the program's; ours stay installed. */
+static int install_signals(char *err, size_t errlen)
+{
+    const int guarded[2] = {SIGTRAP, ftr_cfg.stw_signal};
+    ftr_sigguard_init(guarded, 2);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigtrap;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    if (ftr_sigguard_install(SIGTRAP, &sa) < 0) {
+        snprintf(err, errlen, "cannot install the SIGTRAP handler: %s", strerror(errno));
+        return -1;
+    }
+    if (ftr_stw_init(ftr_cfg.stw_signal, install_guarded, err, errlen) < 0) return -1;
+    ftr_stw_set_chain(ftr_sigguard_chain);
+    return 0;
+}
 
 static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
 {
     (void)uc;
     int saved = errno;
-    if (ftr_g.ready && (uint32_t)getpid() == ftr_g.pid && !atomic_exchange(&ended, 1)) {
-        atomic_store(&ftr_g.recording, 0);
-        fill_end(FTR_END_SIGNAL, sig);
-        ftr_writer_stop_from_signal(&end_info);
-    }
+    flush_for_fatal(sig);
     /* SA_RESETHAND restored the default action: a fault re-executes and kills; a sent signal
      * is sent again (it stays pending until we return). */
     if (si->si_code <= 0 || sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT ||
@@ -326,7 +459,7 @@ static void install_fatal_handlers(void)
 static int open_output(void)
 {
     int flags = O_WRONLY | O_APPEND | O_CLOEXEC | (ftr_is_root ? O_CREAT | O_TRUNC : O_CREAT);
-    int fd = open(ftr_g.output, flags, 0644);
+    int fd = open(ftr_cfg.output, flags, 0644);
     if (fd < 0) return -1;
     /* out of the way of the program's own descriptor numbers */
     int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
@@ -384,7 +517,7 @@ __attribute__((constructor)) static void ftr_init(void)
         return; /* an uninstrumented child of the session (a shell, a tool): stay silent */
     ftr_g.fd = open_output();
     if (ftr_g.fd < 0) {
-        ftr_msg("cannot write %s: %s; running untraced", ftr_g.output, strerror(errno));
+        ftr_msg("cannot write %s: %s; running untraced", ftr_cfg.output, strerror(errno));
         return;
     }
     if (nsites == 0) {
@@ -395,19 +528,22 @@ __attribute__((constructor)) static void ftr_init(void)
     }
     /* before the writer thread exists: registering for membarrier in a single-threaded process
      * is immediate, later it waits for an RCU grace period (~15 ms) */
-    if (ftr_stw_init(ftr_g.stw_signal, err, sizeof err) < 0 || ftr_threads_init() < 0 ||
+    char bperr[256] = "";
+    ftr_bp_init(bperr, sizeof bperr); /* without it, only single-threaded rewrites work */
+    if (install_signals(err, sizeof err) < 0 || ftr_threads_init() < 0 ||
         ftr_writer_start(err, sizeof err) < 0) {
         ftr_msg("%s; running untraced", err);
         return;
     }
+    if (bperr[0] && ftr_cfg.verbose) ftr_msg("%s", bperr);
     ftr_stw_ignore((int)ftr_writer_tid);
-    ftr_stw_on_request(ftr_control_request);
     pthread_atfork(fork_prepare, fork_parent, ftr_child_after_fork);
-    atomic_store(&ftr_g.recording, 1);
+    atomic_store(&ftr_hot.recording, 1);
     ftr_g.ready = 1;
     install_fatal_handlers();
     if (ftr_modules_patch(err, sizeof err) < 0)
         ftr_msg("%s; running untraced", err);
     else if (ftr_g.patched == 0 && ftr_settings_enabled() && ftr_settings_filter_expr())
         ftr_modules_say_unmatched(ftr_settings_filter_expr());
+    ftr_control_start();
 }

@@ -1,22 +1,33 @@
 /*
- * modules.c - the sites of every loaded module: find them (patcher/), give each a process-wide
- * index and a stub near its module, describe them to the trace (MODULE and SITES chunks), and
- * rewrite them under the stop-the-world handshake.
+ * modules.c - the registry of loaded modules and their sites: find them (patcher/), give each
+ * site a process-wide index and a stub near its module, describe them to the trace (MODULE and
+ * SITES chunks), and bring every site to the state the settings want.
  *
  * Decide, generate, verify, write: the pokes are computed here without touching text;
  * patcher/text_poke.c checks every site's live bytes against what the scan saw and writes only
- * those that match; the others are counted as skipped.
+ * those that match; the others are counted as skipped. How they are written depends on who
+ * else may run the text meanwhile (docs/design.md, "Rewriting live text"):
+ *   - no other thread of the program: written as they are (start-up, single-threaded programs);
+ *   - other threads: a breakpoint batch (text_poke_live), which no thread can see torn and
+ *     which interrupts nobody;
+ *   - and when the batch first converts -fpatchable-function-entry's five 1-byte NOPs, a thread
+ *     could be stopped between two of them: the running threads are parked first (stw.c) and
+ *     moved past the site.
+ * The executable is the first module dl_iterate_phdr() reports; its path is taken once, at
+ * start (/proc/self/exe stops resolving when the file is replaced or the main thread exits).
+ * dlwrap.c holds the registry's lock across dlopen()/dlclose() and their rescan.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <link.h>
 #include <errno.h>
-#include <pthread.h>
+#include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ftr_patcher.h"
@@ -36,11 +47,20 @@ struct mod {
     int is_main; /* the executable */
 };
 
-static pthread_mutex_t mods_lock = PTHREAD_MUTEX_INITIALIZER; /* dlopen/dlclose/patching */
+/* dlopen/dlclose/patching; recursive: held across dlopen(), whose constructors may dlopen */
+static pthread_mutex_t mods_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static struct mod *mods;
 static size_t nmods;
-static struct ftr_stw_stats last_stw; /* of the last rewrite, for FTRACE_VERBOSE */
 static uint32_t next_site = 1, next_module_id;
+static char exe_path[4096]; /* the executable, as /proc/self/exe said at start */
+
+/* the last rewrite, for FTRACE_VERBOSE and ftrace-ctl status */
+static struct {
+    const char *how; /* "alone", "live", "parked + live" */
+    struct ftr_stw_stats stw;
+    struct ftr_poke_stats live;
+    size_t pokes;
+} last;
 
 static struct mod *find_loaded(uint64_t base, const char *path)
 {
@@ -65,15 +85,11 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
     (void)size;
     int *visited = arg;
     const char *path = info->dlpi_name;
-    char exe[4096];
-    if (!path || !*path) {
-        if ((*visited)++ > 0) return 0; /* only the first module, unnamed, is the executable */
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (n <= 0) return 0;
-        exe[n] = 0;
-        path = exe;
-    } else
-        (*visited)++;
+    if ((*visited)++ == 0) {
+        /* the first module is the executable, whatever /proc/self/exe says now */
+        if (!path || !*path) path = exe_path[0] ? exe_path : "[executable]";
+    } else if (!path || !*path)
+        return 0;
     if (strstr(path, "linux-vdso") || is_self(info)) return 0;
     struct mod *known = find_loaded(info->dlpi_addr, path);
     if (known) {
@@ -107,7 +123,7 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
         return 0;
     }
     md->id = next_module_id++;
-    md->is_main = path == exe;
+    md->is_main = *visited == 1;
     nmods++;
     return 0;
 }
@@ -189,12 +205,18 @@ struct patch_job {
     size_t n;
     size_t *bad; /* indices of the pokes refused for unexpected bytes */
     long refused;
+    int live;        /* other threads may run the text: breakpoint batch */
+    int live_failed; /* the batch itself failed (not the handshake around it) */
 };
 
 static int apply(void *arg)
 {
     struct patch_job *job = arg;
-    job->refused = ftr_text_poke(job->pokes, job->n, job->bad, job->n);
+    if (job->live)
+        job->refused = ftr_text_poke_live(job->pokes, job->n, job->bad, job->n, &last.live);
+    else
+        job->refused = ftr_text_poke(job->pokes, job->n, job->bad, job->n);
+    job->live_failed = job->refused < 0;
     return job->refused < 0 ? -1 : 0;
 }
 
@@ -224,29 +246,96 @@ static int wanted(const struct mod *md, const struct ftr_site *s)
     return (int)ftr_site_wanted(md->m.path, md->is_main, s);
 }
 
-/* Rewrites every ready site whose state differs from wanted(), under the handshake. Must hold
- * mods_lock. @return 0 or -1 (err). */
+/* The pid of a debugger attached to this process, or 0. Under a debugger an int3 of ours stops
+ * the thread in the debugger, which would resume it after the int3, inside the site. */
+static int debugger_pid(void)
+{
+    char buf[4096];
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = 0;
+    const char *p = strstr(buf, "\nTracerPid:");
+    return p ? atoi(p + 11) : 0;
+}
+
+/* Writes the pokes: alone, live, or parked + live (see the top of this file). */
+static int write_pokes(struct patch_job *job, int park, char *err, size_t errlen)
+{
+    memset(&last, 0, sizeof last);
+    last.pokes = job->n;
+    int others = ftr_stw_others();
+    if (others == 0) {
+        last.how = "alone";
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        int rc = apply(job);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        last.live.ns = (uint64_t)(b.tv_sec - a.tv_sec) * 1000000000u + (uint64_t)b.tv_nsec -
+                       (uint64_t)a.tv_nsec;
+        return rc;
+    }
+    int dbg = debugger_pid();
+    if (dbg > 0) {
+        snprintf(err, errlen,
+                 "a debugger (pid %d) is attached: code is not rewritten while other threads run",
+                 dbg);
+        return -2;
+    }
+    job->live = 1;
+    if (!park) {
+        last.how = "live";
+        return apply(job);
+    }
+    last.how = "parked + live";
+    return ftr_stw_run(apply, fix_ip, job, STW_TIMEOUT_MS, &last.stw, err, errlen);
+}
+
+/* Takes the first conversions of 5 x 90 sites out of the pokes (marked broken: never tried
+ * again). @return how many. */
+static size_t drop_nop_sleds(struct ftr_poke *pokes, struct ftr_site **which, size_t *n)
+{
+    size_t kept = 0, dropped = 0;
+    for (size_t i = 0; i < *n; i++) {
+        struct ftr_site *s = which[i];
+        if (s->patched == FTR_SITE_ORIGINAL && s->shape == FTR_SHAPE_NOPS) {
+            s->patched = FTR_SITE_BROKEN;
+            ftr_g.skipped++;
+            dropped++;
+            continue;
+        }
+        pokes[kept] = pokes[i];
+        which[kept++] = s;
+    }
+    *n = kept;
+    return dropped;
+}
+
+/* Rewrites every ready site whose state differs from wanted(). Must hold mods_lock.
+ * @return 0 or -1 (err). */
 static int repatch(char *err, size_t errlen)
 {
     size_t total = 0;
     for (size_t k = 0; k < nmods; k++)
-        total += mods[k].ready ? mods[k].m.nsites : 0;
-    struct ftr_poke *pokes = calloc(total ? total : 1, sizeof *pokes);
-    struct ftr_site **which = calloc(total ? total : 1, sizeof *which);
-    if (!pokes || !which) {
-        free(pokes);
-        free(which);
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
+        total += mods[k].ready && !mods[k].gone ? mods[k].m.nsites : 0;
+    struct ftr_poke *pokes = ftr_mmap_zero(total * sizeof *pokes);
+    struct ftr_site **which = ftr_mmap_zero(total * sizeof *which);
+    size_t *bad = ftr_mmap_zero(total * sizeof *bad);
+    int rc = 0, park = 0;
     size_t n = 0;
+    if (!pokes || !which || !bad) {
+        snprintf(err, errlen, "out of memory");
+        rc = -1;
+        goto out;
+    }
     for (size_t k = 0; k < nmods; k++) {
         struct mod *md = &mods[k];
-        if (!md->ready) continue;
+        if (!md->ready || md->gone) continue;
         for (size_t i = 0; i < md->m.nsites; i++) {
             struct ftr_site *s = &md->m.sites[i];
             int want = wanted(md, s);
-            if (s->patched == want) continue;
+            if (s->patched == want || s->patched == FTR_SITE_BROKEN) continue;
             struct ftr_poke *p = &pokes[n];
             p->addr = s->addr;
             p->len = s->len;
@@ -261,41 +350,43 @@ static int repatch(char *err, size_t errlen)
                 ftr_x86_gen_nop(p->bytes, s->len);
             else if (ftr_x86_gen_call(p->bytes, s->len, s->addr, stub_of(md, i)) < 0)
                 continue;
+            /* a thread may be stopped between two of the compiler's 1-byte NOPs */
+            park |= s->patched == FTR_SITE_ORIGINAL && s->shape == FTR_SHAPE_NOPS;
             which[n++] = s;
         }
     }
-    /* each module's sites are in address order, which is what text_poke groups pages by */
-    int rc = 0;
-    if (n) {
-        size_t *bad = calloc(n, sizeof *bad);
-        struct patch_job job = {.pokes = pokes, .n = n, .bad = bad};
-        struct ftr_stw_stats st = {0};
-        if (!bad) {
-            snprintf(err, errlen, "out of memory");
-            rc = -1;
-        } else {
-            rc = ftr_stw_run(apply, fix_ip, &job, STW_TIMEOUT_MS, &st, err, errlen);
-        }
-        if (rc == 0) {
-            size_t nbad = job.refused > 0 ? (size_t)job.refused : 0;
-            for (size_t i = 0, b = 0; i < n; i++) {
-                if (b < nbad && bad[b] == i) {
-                    b++;
-                    which[i]->patched = FTR_SITE_BROKEN;
-                    ftr_g.skipped++;
-                    continue;
-                }
-                which[i]->patched =
-                    (uint8_t)(pokes[i].bytes[0] == 0xe8 ? FTR_SITE_CALL : FTR_SITE_NOP);
-            }
-        } else if (job.refused < 0) {
-            snprintf(err, errlen, "cannot rewrite code: %s", strerror(errno));
-        }
-        last_stw = st;
-        free(bad);
+    if (!n) goto out;
+    struct patch_job job = {.pokes = pokes, .n = n, .bad = bad};
+    rc = write_pokes(&job, park, err, errlen);
+    if (rc == -1 && park && !job.live_failed) {
+        /* The world could not be stopped: the sites that needed it stay untraced, for good
+         * (retrying would stall the program again); the others go on live. */
+        ftr_msg("%s: %zu functions of -fpatchable-function-entry code are not traced", err,
+                drop_nop_sleds(pokes, which, &n));
+        job = (struct patch_job){.pokes = pokes, .n = n, .bad = bad};
+        rc = n ? write_pokes(&job, 0, err, errlen) : 0;
     }
-    free(pokes);
-    free(which);
+    if (rc == 0) {
+        size_t nbad = job.refused > 0 ? (size_t)job.refused : 0;
+        for (size_t i = 0, b = 0; i < n; i++) {
+            if (b < nbad && bad[b] == i) {
+                b++;
+                which[i]->patched = FTR_SITE_BROKEN;
+                ftr_g.skipped++;
+                continue;
+            }
+            which[i]->patched = (uint8_t)(pokes[i].bytes[0] == 0xe8 ? FTR_SITE_CALL : FTR_SITE_NOP);
+        }
+    } else if (rc == -2) {
+        rc = -1;
+    } else if (job.refused < 0) {
+        snprintf(err, errlen, "cannot rewrite code %s: %s",
+                 job.live ? "while other threads run" : "", strerror(errno));
+    }
+out:
+    ftr_munmap(pokes, total * sizeof *pokes);
+    ftr_munmap(which, total * sizeof *which);
+    ftr_munmap(bad, total * sizeof *bad);
     return rc;
 }
 
@@ -303,7 +394,7 @@ static int repatch(char *err, size_t errlen)
  * Must hold mods_lock. */
 static void prepare_new(void)
 {
-    struct ftr_enc *enc = ftr_enc_new(ftr_g.zstd_level);
+    struct ftr_enc *enc = ftr_enc_new(ftr_cfg.zstd_level);
     struct ftr_buf meta = {0};
     for (size_t k = 0; k < nmods; k++) {
         struct mod *md = &mods[k];
@@ -339,6 +430,10 @@ static size_t count_traced(size_t *modules)
 size_t ftr_modules_scan(void)
 {
     pthread_mutex_lock(&mods_lock);
+    if (!exe_path[0]) { /* once, at start: later it may no longer resolve */
+        ssize_t n = readlink("/proc/self/exe", exe_path, sizeof exe_path - 1);
+        exe_path[n > 0 ? n : 0] = 0;
+    }
     int visited = 0;
     dl_iterate_phdr(collect, &visited);
     size_t total = 0;
@@ -355,24 +450,39 @@ int ftr_modules_patch(char *err, size_t errlen)
     int rc = repatch(err, errlen);
     size_t used;
     ftr_g.patched = count_traced(&used);
-    if (rc == 0 && ftr_g.verbose)
-        ftr_msg("%llu sites traced in %zu modules (%llu skipped); stopped %u other threads for "
-                "%.1f us, moved %u out of a site",
+    if (rc == 0 && ftr_cfg.verbose && last.how)
+        ftr_msg("%llu sites traced in %zu modules (%llu skipped); %zu rewritten %s: %.1f us, "
+                "%llu threads trapped, %u parked (%u moved out of a site)",
                 (unsigned long long)ftr_g.patched, used, (unsigned long long)ftr_g.skipped,
-                last_stw.threads, (double)last_stw.ns / 1e3, last_stw.moved_ips);
+                last.pokes, last.how, (double)(last.stw.ns ? last.stw.ns : last.live.ns) / 1e3,
+                (unsigned long long)last.live.traps, last.stw.threads, last.stw.moved_ips);
     pthread_mutex_unlock(&mods_lock);
     return rc;
 }
 
 void ftr_modules_describe(struct ftr_buf *out)
 {
-    struct ftr_enc *enc = ftr_enc_new(ftr_g.zstd_level);
+    struct ftr_enc *enc = ftr_enc_new(ftr_cfg.zstd_level);
     if (!enc) return;
     pthread_mutex_lock(&mods_lock);
     for (size_t k = 0; k < nmods; k++)
         if (mods[k].ready && !mods[k].gone) describe(enc, &mods[k], out);
     pthread_mutex_unlock(&mods_lock);
     ftr_enc_free(enc);
+}
+
+/* Is any page holding a site of md still mapped? (msync fails with ENOMEM on unmapped memory) */
+static int text_mapped(const struct mod *md)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    uint64_t page = ps > 0 ? (uint64_t)ps : 4096, prev = 0;
+    for (size_t i = 0; i < md->m.nsites; i++) {
+        uint64_t pg = md->m.sites[i].addr & ~(page - 1);
+        if (pg == prev) continue;
+        prev = pg;
+        if (msync((void *)(uintptr_t)pg, page, MS_ASYNC) == 0 || errno != ENOMEM) return 1;
+    }
+    return 0;
 }
 
 /* After dlopen(): scan and patch what it brought. After dlclose(): forget the modules that are
@@ -387,9 +497,10 @@ void ftr_modules_rescan(void)
     dl_iterate_phdr(collect, &visited);
     for (size_t k = 0; k < nmods; k++) {
         struct mod *md = &mods[k];
-        if (md->seen) continue;
-        if (!md->gone && md->stubs)
-            munmap(md->stubs, md->stubs_len); /* unloaded: nothing can reach them any more */
+        if (md->seen || md->is_main) continue; /* the executable never goes */
+        /* Unloaded: nothing can reach its stubs any more, once its text is really gone; if the
+         * pages are still mapped (or mapped again), the stubs stay (a page or so, for good). */
+        if (!md->gone && md->stubs && !text_mapped(md)) munmap(md->stubs, md->stubs_len);
         md->stubs = NULL;
         md->gone = 1;
         if (md->m.nsites == 0) { /* a site-less placeholder: forget its name too */
@@ -400,71 +511,6 @@ void ftr_modules_rescan(void)
     pthread_mutex_unlock(&mods_lock);
     char err[256];
     if (ftr_modules_patch(err, sizeof err) < 0) ftr_msg("%s; new functions are not traced", err);
-}
-
-/* ---- dlopen / dlclose ----
- * A library loaded later is patched as soon as dlopen() returns, under the same handshake.
- * dlopen() searches the calling object's DT_RUNPATH and expands its $ORIGIN: with a wrapper in
- * between, the caller would be libftrace.so. So a bare name is first resolved here along the
- * caller's own search path (dlinfo RTLD_DI_SERINFO on the caller's link map), and the real
- * dlopen() gets the full path; names it cannot resolve go to dlopen() unchanged. */
-typedef void *(*dlopen_fn)(const char *, int);
-typedef int (*dlclose_fn)(void *);
-static dlopen_fn real_dlopen;
-static dlclose_fn real_dlclose;
-
-static const char *caller_search(const void *caller, const char *file, char *out, size_t len)
-{
-    Dl_info di;
-    struct link_map *lm = NULL;
-    if (!file || strchr(file, '/') || !dladdr1(caller, &di, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
-        return file;
-    Dl_serinfo size;
-    if (dlinfo(lm, RTLD_DI_SERINFOSIZE, &size) != 0 || size.dls_size == 0) return file;
-    Dl_serinfo *si = malloc(size.dls_size);
-    if (!si) return file;
-    *si = size;
-    const char *found = file;
-    if (dlinfo(lm, RTLD_DI_SERINFO, si) == 0) {
-        for (unsigned i = 0; i < si->dls_cnt; i++) {
-            snprintf(out, len, "%s/%s", si->dls_serpath[i].dls_name, file);
-            if (access(out, R_OK) == 0) {
-                found = out;
-                break;
-            }
-        }
-    }
-    free(si);
-    return found;
-}
-
-__attribute__((visibility("default"))) void *dlopen(const char *file, int mode)
-{
-    if (!real_dlopen) real_dlopen = (dlopen_fn)dlsym(RTLD_NEXT, "dlopen");
-    if (!real_dlopen) return NULL;
-    char path[4096];
-    void *h = NULL;
-    if (file && !strchr(file, '/'))
-        h = real_dlopen(file, mode | RTLD_NOLOAD); /* already loaded: no search happens */
-    if (h && !(mode & RTLD_NOLOAD)) {
-        if (!real_dlclose) real_dlclose = (dlclose_fn)dlsym(RTLD_NEXT, "dlclose");
-        real_dlclose(h); /* undo the NOLOAD reference; the real open takes its own */
-        h = real_dlopen(file, mode);
-    } else if (!h) {
-        h = real_dlopen(caller_search(__builtin_return_address(0), file, path, sizeof path), mode);
-        if (!h && file && !strchr(file, '/'))
-            h = real_dlopen(file, mode); /* same error message as without us */
-    }
-    if (h && !(mode & RTLD_NOLOAD)) ftr_modules_rescan();
-    return h;
-}
-
-__attribute__((visibility("default"))) int dlclose(void *handle)
-{
-    if (!real_dlclose) real_dlclose = (dlclose_fn)dlsym(RTLD_NEXT, "dlclose");
-    int rc = real_dlclose ? real_dlclose(handle) : -1;
-    if (rc == 0) ftr_modules_rescan();
-    return rc;
 }
 
 /* The filter selected no site: say so, with the names that come closest. */
@@ -496,6 +542,11 @@ void ftr_modules_lock(int how)
         pthread_mutex_lock(&mods_lock);
     else if (how == 0)
         pthread_mutex_unlock(&mods_lock);
-    else
-        pthread_mutex_init(&mods_lock, NULL);
+    else {
+        pthread_mutexattr_t a;
+        pthread_mutexattr_init(&a);
+        pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+        pthread_mutex_init(&mods_lock, &a);
+        pthread_mutexattr_destroy(&a);
+    }
 }

@@ -98,7 +98,7 @@ int ftr_settings_init(char *err, size_t errlen)
                      ftr_env_name(FTR_ENV_MAX_DEPTH), v);
             return -1;
         }
-        ftr_g.max_depth = (unsigned)d;
+        ftr_hot.max_depth = (unsigned)d;
     }
     v = getenv(ftr_env_name(FTR_ENV_THRESHOLD));
     if (v && *v) {
@@ -108,14 +108,14 @@ int ftr_settings_init(char *err, size_t errlen)
                      ftr_env_name(FTR_ENV_THRESHOLD), v);
             return -1;
         }
-        ftr_g.threshold_ticks = ns ? (uint64_t)((double)ns * (double)tsc_hz_now() / 1e9) : 0;
-        ftr_g.holdback_ticks = ftr_g.threshold_ticks; /* before the writer exists */
+        ftr_hot.threshold_ticks = ns ? (uint64_t)((double)ns * (double)tsc_hz_now() / 1e9) : 0;
+        ftr_g.holdback_ticks = ftr_hot.threshold_ticks; /* before the writer exists */
     }
     v = getenv(ftr_env_name(FTR_ENV_DISABLED));
     enabled = !(v && *v && strcmp(v, "0") != 0);
-    atomic_store(&ftr_g.recording, enabled);
-    ftr_g.graph_mode = graph_fns != NULL;
-    ftr_g.site_flags_used = graph_fns || notrace_fns;
+    atomic_store(&ftr_hot.recording, enabled);
+    ftr_hot.graph_mode = graph_fns != NULL;
+    ftr_hot.site_flags_used = graph_fns || notrace_fns;
     return 0;
 }
 
@@ -141,10 +141,10 @@ int ftr_set_recording(int on, char *err, size_t errlen)
 {
     pthread_mutex_lock(&settings_lock);
     enabled = on;
-    if (on) atomic_store(&ftr_g.recording, 1);
+    if (on) atomic_store(&ftr_hot.recording, 1);
     int rc = ftr_modules_patch(err, errlen);
     if (!on) /* calls in flight still record their exits (their entries were recorded) */
-        atomic_store(&ftr_g.recording, 0);
+        atomic_store(&ftr_hot.recording, 0);
     pthread_mutex_unlock(&settings_lock);
     return rc;
 }
@@ -162,7 +162,7 @@ int ftr_set_depth(unsigned depth, char *err, size_t errlen)
 {
     (void)err;
     (void)errlen;
-    ftr_g.max_depth = depth;
+    ftr_hot.max_depth = depth;
     return 0;
 }
 
@@ -185,9 +185,9 @@ int ftr_set_threshold(uint64_t ns, char *err, size_t errlen)
             struct timespec d = {0, 10 * 1000 * 1000};
             nanosleep(&d, NULL);
         }
-        ftr_g.threshold_from = ftr_rdtsc();
+        ftr_hot.threshold_from = ftr_rdtsc();
     }
-    __atomic_store_n(&ftr_g.threshold_ticks, ticks, __ATOMIC_RELEASE);
+    __atomic_store_n(&ftr_hot.threshold_ticks, ticks, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&settings_lock);
     return 0;
 }
@@ -204,9 +204,9 @@ void ftr_status(struct ftr_buf *out)
                      "\nbytes written: %" PRIu64 "\noutput: %s\n",
                      ftr_g.pid, enabled ? "on" : "off", filter_expr ? filter_expr : "(all)",
                      graph_expr ? graph_expr : "(none)", notrace_expr ? notrace_expr : "(none)",
-                     ftr_g.max_depth, (double)ftr_g.threshold_ticks * 1e6 / (double)hz, ftr_g.sites,
-                     ftr_g.patched, ftr_g.skipped, ftr_writer_events(), ftr_lost_events(),
-                     ftr_writer_bytes(), ftr_g.output);
+                     ftr_hot.max_depth, (double)ftr_hot.threshold_ticks * 1e6 / (double)hz,
+                     ftr_g.sites, ftr_g.patched, ftr_g.skipped, ftr_writer_events(),
+                     ftr_lost_events(), ftr_writer_bytes(), ftr_cfg.output);
     pthread_mutex_unlock(&settings_lock);
     ftr_buf_append(out, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
 }

@@ -34,7 +34,7 @@ static uint64_t lost_ended, overruns_ended; /* of threads that ended (under reg_
 
 static size_t chunk_size(void)
 {
-    return sizeof(struct ftr_chunk) + ftr_g.chunk_bytes;
+    return sizeof(struct ftr_chunk) + ftr_cfg.chunk_bytes;
 }
 
 /* Must hold reg_lock. Returns a zeroed chunk, or NULL when the pool is exhausted and the writer
@@ -54,7 +54,7 @@ static struct ftr_chunk *chunk_get_locked(void)
             struct ftr_chunk *c = mmap(NULL, chunk_size(), PROT_READ | PROT_WRITE,
                                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
             if (c == MAP_FAILED) return NULL;
-            c->nrec = ftr_g.chunk_bytes / sizeof(struct ftr_rec);
+            c->nrec = ftr_cfg.chunk_bytes / sizeof(struct ftr_rec);
             chunks_allocated++;
             return c;
         }
@@ -135,7 +135,7 @@ void ftr_thread_init_slow(void *unused)
     t->state = FTR_T_OFF; /* until everything below succeeded */
 
     struct ftr_thread *thr = calloc(1, sizeof *thr);
-    size_t shadow_bytes = ftr_g.shadow_entries * sizeof(struct ftr_shadow);
+    size_t shadow_bytes = ftr_cfg.shadow_entries * sizeof(struct ftr_shadow);
     void *shadow = mmap(NULL, shadow_bytes, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (!thr || shadow == MAP_FAILED) {
@@ -160,7 +160,7 @@ void ftr_thread_init_slow(void *unused)
     pthread_getname_np(pthread_self(), thr->name, sizeof thr->name);
     t->thr = thr;
     t->shadow_base = t->top = shadow;
-    t->shadow_end = t->shadow_base + ftr_g.shadow_entries;
+    t->shadow_end = t->shadow_base + ftr_cfg.shadow_entries;
 
     pthread_mutex_lock(&reg_lock);
     set_window(t, chunk_get_locked());

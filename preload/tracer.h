@@ -5,7 +5,9 @@
  *   hooks.c         the hot path: entry and exit hooks (general registers only, no libc)
  *   threads.c       per-thread state, the chunk pool, hand-off of full chunks to the writer
  *   writer.c        the writer thread: encodes chunks (formats/) and appends them to the file
- *   modules.c       finds the sites of every module, builds stubs, patches under stop-the-world
+ *   modules.c       the module registry: sites, stubs, patching (alone / live / parked + live)
+ *   dlwrap.c        dlopen()/dlclose() interposed: patch or forget modules under the registry lock
+ *   dlsearch.c      dlopen()'s caller's library search path, redone on its behalf
  *   init.c          constructor/destructor, configuration, clocks, process end
  */
 #ifndef FTR_TRACER_H
@@ -15,6 +17,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/mman.h>
 
 #include "ftr_format.h"
 
@@ -72,32 +75,44 @@ struct ftr_tls {
 };
 extern __thread struct ftr_tls ftr_tls __attribute__((tls_model("initial-exec"))) FTR_HIDDEN;
 
-/* ---- process-wide state ---- */
-struct ftr_global {
-    atomic_int recording; /* hooks record events (else they keep only the shadow stack) */
+/* ---- process-wide state, in three parts ---- */
+
+/* What the hooks read on every event: one cache line, apart from everything that is written
+ * elsewhere (relaxed reads; 0 = off). */
+struct ftr_hot {
+    atomic_int recording;     /* hooks record events (else they keep only the shadow stack) */
+    unsigned max_depth;       /* --max-depth */
+    int graph_mode;           /* some site is a --graph-function root */
+    int site_flags_used;      /* ftr_site_flags holds something */
+    uint64_t threshold_ticks; /* --threshold, in TSC ticks */
+    uint64_t threshold_from;  /* only entries after this tsc may be taken back */
+} __attribute__((aligned(64)));
+extern struct ftr_hot ftr_hot FTR_HIDDEN;
+
+/* Configuration: read once from FTRACE_* at start. */
+struct ftr_config {
     int quiet;
     int verbose;
-    int ready; /* constructor finished setting up */
-    char output[4096];
-    int fd; /* the trace file */
-    uint32_t pid;
-    uint64_t start_tsc, start_ns;
     size_t chunk_bytes; /* bytes of records per chunk */
     size_t shadow_entries;
     int zstd_level;
     unsigned flush_ms;
     int stw_signal;
-    /* counters for the END chunk and the summary line */
-    uint64_t sites, patched, skipped;
-    /* graph knobs, read by the hooks (relaxed): 0 = off */
-    unsigned max_depth;
-    uint64_t threshold_ticks;
-    uint64_t threshold_from; /* only entries after this tsc may be taken back */
+    char output[4096];
+};
+extern struct ftr_config ftr_cfg FTR_HIDDEN;
+
+/* The process: its trace, its clocks, its counters. */
+struct ftr_global {
+    int ready; /* constructor finished setting up */
+    int fd;    /* the trace file */
+    uint32_t pid;
+    uint64_t start_tsc, start_ns;
+    uint64_t tsc_hz;         /* estimate for converting the threshold */
     uint64_t holdback_ticks; /* the writer leaves records younger than twice this (>= every
                                 threshold ever set: it never decreases) */
-    int graph_mode;          /* some site is a --graph-function root */
-    int site_flags_used;     /* ftr_site_flags holds something */
-    uint64_t tsc_hz;         /* estimate for converting the threshold */
+    /* counters for the END chunk and the summary line */
+    uint64_t sites, patched, skipped;
 };
 extern uint8_t *ftr_site_flags FTR_HIDDEN; /* FTR_SITE_FLAGS_MAX entries, NORESERVE */
 extern struct ftr_global ftr_g FTR_HIDDEN;
@@ -184,6 +199,23 @@ uint64_t ftr_writer_events(void) FTR_HIDDEN;
 uint64_t ftr_writer_calls(void) FTR_HIDDEN;
 uint64_t ftr_writer_passes(void) FTR_HIDDEN; /* partial-flush passes done so far */
 
+/* The tracer's own memory for large or temporary arrays: anonymous mmap, zeroed; never the
+ * program's allocator. */
+static inline void *ftr_mmap_zero(size_t bytes)
+{
+    void *p =
+        mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+static inline void ftr_munmap(void *p, size_t bytes)
+{
+    if (p) munmap(p, bytes ? bytes : 1);
+}
+
+/* dlsearch.c: file resolved along caller's own library search path (into out), or file */
+const char *ftr_dl_caller_search(const void *caller, const char *file, char *out,
+                                 size_t len) FTR_HIDDEN;
+
 /* modules.c */
 size_t ftr_modules_scan(void) FTR_HIDDEN; /* finds the loaded modules' sites; @return count */
 int ftr_modules_patch(char *err, size_t errlen) FTR_HIDDEN;  /* stubs + rewrite, handshake */
@@ -209,10 +241,10 @@ int ftr_set_depth(unsigned depth, char *err, size_t errlen) FTR_HIDDEN;  /* 0: u
 int ftr_set_threshold(uint64_t ns, char *err, size_t errlen) FTR_HIDDEN; /* 0: all */
 void ftr_status(struct ftr_buf *out) FTR_HIDDEN; /* "key: value" lines (ftrace-ctl status) */
 
-/* control.c: the control server, started on the first request */
-void ftr_control_request(int value) FTR_HIDDEN; /* from the signal handler: async-signal-safe */
-void ftr_control_poll(void) FTR_HIDDEN;         /* writer thread: start the server if asked */
-void ftr_control_cleanup(void) FTR_HIDDEN;      /* ftr_finish: remove the socket, stop serving */
+/* control.c: the control server, listening from the start of each traced process */
+void ftr_control_start(void) FTR_HIDDEN;   /* constructor: start the server thread */
+void ftr_control_poll(void) FTR_HIDDEN;    /* writer thread: start it if it is to be (a child) */
+void ftr_control_cleanup(void) FTR_HIDDEN; /* ftr_finish: remove the socket, stop serving */
 
 /* fdguard.c: the writer holds this lock around its write()s, dup2() onto our number takes it */
 void ftr_fd_lock(void) FTR_HIDDEN;
@@ -231,7 +263,14 @@ void ftr_fd_unprotect(int *fd) FTR_HIDDEN;
 void ftr_msg(const char *fmt, ...) FTR_HIDDEN __attribute__((format(printf, 1, 2)));
 /* The image ends (exit, exec): stop recording, flush, END chunk. @return 1 if it did. */
 int ftr_finish(uint32_t how, int code) FTR_HIDDEN;
-void ftr_resume(void) FTR_HIDDEN;           /* after an exec that failed */
+void ftr_resume(void) FTR_HIDDEN; /* after an exec that failed */
+/* The writer's questions about the end of the program: is every thread of the program gone
+ * (*leader_gone: the main thread is; keep asking often)? If so, the END to write (the image is
+ * marked ended), and then exit(0) with the program's exit handlers, in the writer thread. */
+int ftr_program_gone(int *leader_gone) FTR_HIDDEN;
+extern int ftr_main_pthread_exited FTR_HIDDEN; /* unwind.c: the main thread left by pthread_exit */
+const struct ftr_end_info *ftr_end_orphaned(void) FTR_HIDDEN;
+void ftr_orphan_exit(void) FTR_HIDDEN __attribute__((noreturn));
 void ftr_child_after_fork(void) FTR_HIDDEN; /* a fork child traces on, as its own process */
 extern int ftr_is_root FTR_HIDDEN;          /* this process created the trace file */
 

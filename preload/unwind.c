@@ -22,6 +22,7 @@
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "tracer.h"
@@ -147,8 +148,11 @@ static pthread_exit_fn real_pthread_exit;
  * return addresses. The frames are not closed here: cancellation cleanup handlers still run in
  * them (glibc jumps back into the frame that pushed the handler), and calls they make nest
  * there; what is still open when the thread ends is closed by the thread's destructor. */
+int ftr_main_pthread_exited;
+
 EXPORT __attribute__((noreturn)) void pthread_exit(void *retval)
 {
+    if (syscall(SYS_gettid) == getpid()) ftr_main_pthread_exited = 1; /* glibc counts it out */
     unhook_all();
     NEXT(real_pthread_exit, "pthread_exit")(retval);
 }

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sigguard.h"
 #include "tracer.h"
 
 uint32_t ftr_writer_tid;
@@ -253,15 +254,19 @@ static void *writer_main(void *arg)
     syscall(SYS_futex, &ftr_writer_tid, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
     write_process_chunk();
     flush_out();
-    uint64_t next_flush = mono_ms() + ftr_g.flush_ms;
+    ftr_control_poll(); /* a fork child's server starts here */
+    uint64_t next_flush = mono_ms() + ftr_cfg.flush_ms;
+    int leader_gone = 0, orphaned = 0;
     for (;;) {
         pthread_mutex_lock(&w_lock);
         while (!w_kick && !atomic_load(&w_stop)) {
             uint64_t now = mono_ms();
             if (now >= next_flush) break;
+            /* the main thread is gone: look for the end of the last one often */
+            uint64_t until = leader_gone && next_flush > now + 5 ? now + 5 : next_flush;
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
-            uint64_t wait_ns = (next_flush - now) * 1000000u + (uint64_t)ts.tv_nsec;
+            uint64_t wait_ns = (until - now) * 1000000u + (uint64_t)ts.tv_nsec;
             ts.tv_sec += (time_t)(wait_ns / 1000000000u);
             ts.tv_nsec = (long)(wait_ns % 1000000000u);
             pthread_cond_timedwait(&w_cond, &w_lock, &ts);
@@ -272,10 +277,17 @@ static void *writer_main(void *arg)
 
         uint64_t now = mono_ms();
         int partial = stop || now >= next_flush;
-        if (partial) next_flush = now + ftr_g.flush_ms;
+        if (partial) next_flush = now + ftr_cfg.flush_ms;
         write_pending(partial);
         if (stop) break;
-        ftr_control_poll(); /* ftrace-ctl asked for the control server */
+        ftr_control_poll(); /* the control server is to be started (again) */
+        /* Every thread of the program has ended, and only ours keep the process alive (glibc
+         * would have called exit(0) after the last one, but it counts ours too). */
+        if (!atomic_load(&w_stop) && ftr_program_gone(&leader_gone)) {
+            orphaned = 1;
+            w_end = ftr_end_orphaned();
+            break;
+        }
     }
     /* Final: the threads still running keep recording into their chunks until exit; take what
      * they have filled once more, name them, then the END chunk. */
@@ -288,6 +300,7 @@ static void *writer_main(void *arg)
     flush_out();
     atomic_store(&w_done, 1);
     syscall(SYS_futex, &w_done, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
+    if (orphaned) ftr_orphan_exit(); /* exit(0) from here, as glibc's last thread would */
     return NULL;
 }
 
@@ -315,8 +328,8 @@ void ftr_writer_reset(int after_fork)
 
 int ftr_writer_start(char *err, size_t errlen)
 {
-    if (!enc) enc = ftr_enc_new(ftr_g.zstd_level);
-    scratch_n = ftr_g.chunk_bytes / sizeof(struct ftr_rec);
+    if (!enc) enc = ftr_enc_new(ftr_cfg.zstd_level);
+    scratch_n = ftr_cfg.chunk_bytes / sizeof(struct ftr_rec);
     if (!scratch) scratch = malloc(scratch_n * sizeof *scratch);
     if (!enc || !scratch) {
         snprintf(err, errlen, "out of memory");
@@ -324,9 +337,9 @@ int ftr_writer_start(char *err, size_t errlen)
     }
     sigset_t all, old;
     sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
+    ftr_sigguard_real_sigmask(SIG_SETMASK, &all, &old);
     int rc = pthread_create(&writer_thread, NULL, writer_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    ftr_sigguard_real_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) {
         snprintf(err, errlen, "cannot start the writer thread: %s", strerror(rc));
         return -1;

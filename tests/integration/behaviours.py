@@ -326,6 +326,17 @@ def check_untraced_note(r):
 
 
 STARTUP_LIB = (("libbstartup.c", "bstartup", ""),)
+TALKER = {"talker": 1, "talker;work": 3, "talker;work;leaf": 6}
+
+
+def has_tree(want):
+    """One process, one of whose threads has exactly this tree."""
+    def check(r):
+        assert len(r.sections) == 1, "%d process sections, want 1" % len(r.sections)
+        assert any(t == want for t in r.trees()), "no thread with %s: %s" % (
+            show(want), [show(t) for t in r.trees()])
+    return check
+
 NEEDED_LIB = (("libbneeded.c", "bneeded", ""),)
 DL_LIBS = (("libbdl.c", "bdla", "-DTAG=a"), ("libbdl.c", "bdlb", "-DTAG=b"))
 
@@ -339,8 +350,14 @@ CASES = {
         [{"main": 1, "main;texit": 1, "main;texit;after_join": 1},
          {"exiter": 1, "exiter;nest1": 1, "exiter;nest1;nest2": 1, "exiter;nest1;nest2;leaf": 1,
           "exiter;nest1;cleanup_fn": 1}])),
-    "threads-sigblock": Case("bstartup.c", ["sigblock"], check_untraced_note,
-                             needed=STARTUP_LIB, stderr=False, report=False),
+    # a thread blocking every signal during start-up: traced all the same (nobody is parked)
+    "threads-sigblock": Case("bstartup.c", ["sigblock"], has_tree(
+        {"main": 1, "main;work": 1, "main;work;leaf": 10}), needed=STARTUP_LIB),
+    # the main thread ends first: the process ends with the last thread, exit handlers run
+    "threads-mainexit": Case("bthreads.c", ["mainexit"], exact(
+        [{"main": 1, "main;mainexit": 1}, TALKER])),
+    "threads-sysexit": Case("bthreads.c", ["sysexit"], exact(
+        [{"main": 1, "main;sysexit": 1}, TALKER], [["main", "sysexit"]])),
     "threads-blocked": Case("bstartup.c", ["blocked"], exact(
         [{"main": 1, "main;work": 1, "main;work;leaf": 10}, {"rd_done": 1}, {"sl_done": 1}]),
         needed=STARTUP_LIB),

@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,25 +34,50 @@
 
 /* ---- what the rest of libftrace.so provides to hooks.c, threads.c and writer.c ---- */
 struct ftr_global ftr_g = {.fd = -1};
+struct ftr_hot ftr_hot;
+struct ftr_config ftr_cfg;
 struct ftr_process_info ftr_process;
 uint64_t ftr_start_raw_ns;
 uint8_t *ftr_site_flags;
 uint32_t ftr_xsave_size;
 
-void ftr_tramp_return(void) { abort(); } /* only its address is used */
-void ftr_call_saving(void (*fn)(void *), void *arg) { fn(arg); }
+void ftr_tramp_return(void)
+{
+    abort();
+} /* only its address is used */
+void ftr_call_saving(void (*fn)(void *), void *arg)
+{
+    fn(arg);
+}
 
 static pthread_mutex_t fd_lock = PTHREAD_MUTEX_INITIALIZER;
-void ftr_fd_lock(void) { pthread_mutex_lock(&fd_lock); }
-void ftr_fd_unlock(void) { pthread_mutex_unlock(&fd_lock); }
+void ftr_fd_lock(void)
+{
+    pthread_mutex_lock(&fd_lock);
+}
+void ftr_fd_unlock(void)
+{
+    pthread_mutex_unlock(&fd_lock);
+}
 void ftr_control_poll(void) {}
+int ftr_program_gone(int *leader_gone)
+{
+    *leader_gone = 0;
+    return 0;
+}
+const struct ftr_end_info *ftr_end_orphaned(void) { abort(); }
+void ftr_orphan_exit(void) { abort(); }
+int ftr_sigguard_real_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+    return pthread_sigmask(how, set, old);
+}
 
 /* ---- the test ---- */
 #define NWORKERS 6
 #define NSPINNERS 2
-#define SITES 8       /* sites per thread */
-#define MAXD 10       /* call depth of the workers' trees */
-#define OPEN_MAIN 2   /* calls main leaves open at the end */
+#define SITES 8     /* sites per thread */
+#define MAXD 10     /* call depth of the workers' trees */
+#define OPEN_MAIN 2 /* calls main leaves open at the end */
 
 static int threshold_mode;
 static int scale = 1;
@@ -61,12 +87,11 @@ static int failures;
     do {                                                                                           \
         fprintf(stderr, "test_handoff: FAIL: " __VA_ARGS__);                                       \
         fputc('\n', stderr);                                                                       \
-        if (++failures > 20)                                                                       \
-            exit(1);                                                                               \
+        if (++failures > 20) exit(1);                                                              \
     } while (0)
 
 struct ctx {
-    int idx;         /* 0 = main, then workers, then spinners */
+    int idx; /* 0 = main, then workers, then spinners */
     int spinner;
     int rounds;      /* call trees to run */
     int open_at_end; /* calls left open when the thread ends */
@@ -94,8 +119,7 @@ static void expect(struct ctx *x, uint32_t site, unsigned kind)
     if (x->nwant == x->capwant) {
         x->capwant = x->capwant ? 2 * x->capwant : 4096;
         x->want = realloc(x->want, x->capwant * sizeof *x->want);
-        if (!x->want)
-            abort();
+        if (!x->want) abort();
     }
     x->want[x->nwant++] = ftr_rec_head(site, kind);
 }
@@ -109,8 +133,7 @@ static uintptr_t *enter(struct ctx *x, int d, uint32_t site)
     ftr_hook_entry(site, slot);
     if (*slot != (uintptr_t)ftr_tramp_return) {
         /* not hooked: only once recording stopped, when the hooks leave new calls alone */
-        if (!x->spinner)
-            FAIL("thread %d: entry at depth %d not hooked", x->idx, d);
+        if (!x->spinner) FAIL("thread %d: entry at depth %d not hooked", x->idx, d);
         return slot;
     }
     expect(x, site, FTR_EV_ENTRY);
@@ -158,15 +181,13 @@ static void *thread_main(void *arg)
             uintptr_t *b = enter(x, 1, x->site_base + 1);
             leave(x, 1, b, x->site_base + 1);
             leave(x, 0, a, x->site_base);
-            if (i == 100)
-                atomic_fetch_add(&spinners_running, 1);
+            if (i == 100) atomic_fetch_add(&spinners_running, 1);
         }
         return NULL;
     }
     for (int r = 0; r < x->rounds; r++) {
         call_tree(x, 0);
-        if (r % 64 == 0)
-            sched_yield();
+        if (r % 64 == 0) sched_yield();
     }
     /* Calls still open when the thread ends: its destructor closes them as unwound. */
     uint32_t open[MAXD];
@@ -195,10 +216,8 @@ static uint64_t decoded_events;
 static int cmp_chunk(const void *a, const void *b)
 {
     const struct chunk *x = a, *y = b;
-    if (x->tid != y->tid)
-        return x->tid < y->tid ? -1 : 1;
-    if (x->tsc_first != y->tsc_first)
-        return x->tsc_first < y->tsc_first ? -1 : 1;
+    if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
+    if (x->tsc_first != y->tsc_first) return x->tsc_first < y->tsc_first ? -1 : 1;
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
@@ -219,15 +238,12 @@ static void read_trace(const char *path, struct ftr_end_info *end, int *have_end
             FAIL("chunk %zu: payload does not decode", k);
             continue;
         }
-        if (*have_end)
-            FAIL("chunk %zu (%s) after the END chunk", k, ftr_chunk_type_name(h.type));
+        if (*have_end) FAIL("chunk %zu (%s) after the END chunk", k, ftr_chunk_type_name(h.type));
         if (k == 0 && h.type != FTR_CHUNK_PROCESS)
             FAIL("first chunk is %s, not process", ftr_chunk_type_name(h.type));
-        if (h.pid != ftr_g.pid)
-            FAIL("chunk %zu: pid %u", k, h.pid);
+        if (h.pid != ftr_g.pid) FAIL("chunk %zu: pid %u", k, h.pid);
         if (h.type == FTR_CHUNK_END) {
-            if (ftr_dec_end(pl.data, pl.len, end) != FTR_OK)
-                FAIL("END chunk does not decode");
+            if (ftr_dec_end(pl.data, pl.len, end) != FTR_OK) FAIL("END chunk does not decode");
             *have_end = 1;
         } else if (h.type == FTR_CHUNK_EVENTS) {
             struct ftr_ev_iter it;
@@ -248,14 +264,12 @@ static void read_trace(const char *path, struct ftr_end_info *end, int *have_end
                 }
                 c->ev[c->n++] = ev;
             }
-            if (n < 0)
-                FAIL("chunk %zu: events corrupt", k);
+            if (n < 0) FAIL("chunk %zu: events corrupt", k);
             decoded_events += c->n;
         }
         k++;
     }
-    if (rc != FTR_E_EOF)
-        FAIL("reading the trace: %s", ftr_strerror(rc));
+    if (rc != FTR_E_EOF) FAIL("reading the trace: %s", ftr_strerror(rc));
     ftr_buf_free(&pl);
     ftr_reader_close(r);
     qsort(chunks, nchunks, sizeof *chunks, cmp_chunk);
@@ -271,10 +285,8 @@ static struct ftr_event *thread_events(uint32_t tid, size_t *n)
     size_t m = 0;
     uint64_t last = 0;
     for (size_t i = 0; i < nchunks; i++) {
-        if (chunks[i].tid != tid)
-            continue;
-        if (chunks[i].tsc_first < last)
-            FAIL("tid %u: chunks overlap in time", tid);
+        if (chunks[i].tid != tid) continue;
+        if (chunks[i].tsc_first < last) FAIL("tid %u: chunks overlap in time", tid);
         last = chunks[i].tsc_last;
         memcpy(ev + m, chunks[i].ev, chunks[i].n * sizeof *ev);
         m += chunks[i].n;
@@ -290,8 +302,7 @@ static size_t check_nesting(const struct ctx *x, const struct ftr_event *ev, siz
     size_t depth = 0;
     uint64_t tsc = 0;
     for (size_t i = 0; i < n; i++) {
-        if (ev[i].tsc < tsc)
-            FAIL("thread %d: event %zu goes back in time", x->idx, i);
+        if (ev[i].tsc < tsc) FAIL("thread %d: event %zu goes back in time", x->idx, i);
         tsc = ev[i].tsc;
         if (ev[i].site < x->site_base || ev[i].site >= x->site_base + SITES) {
             FAIL("thread %d: event %zu: site %u is not one of its own", x->idx, i, ev[i].site);
@@ -323,8 +334,7 @@ static void check_thread(const struct ctx *x)
     size_t n;
     struct ftr_event *ev = thread_events(x->tid, &n);
     size_t open = check_nesting(x, ev, n);
-    if (n == 0)
-        FAIL("thread %d (tid %u): no events", x->idx, x->tid);
+    if (n == 0) FAIL("thread %d (tid %u): no events", x->idx, x->tid);
     if (x->spinner || threshold_mode) {
         if (!x->spinner && open != (size_t)(x->idx == 0 ? OPEN_MAIN : 0))
             FAIL("thread %d: %zu calls open at the end", x->idx, open);
@@ -339,8 +349,8 @@ static void check_thread(const struct ctx *x)
     for (size_t i = 0; i < n && i < x->nwant; i++)
         if (ftr_rec_head(ev[i].site, ev[i].kind) != x->want[i]) {
             FAIL("thread %d: event %zu is %s of site %u, expected %s of site %u", x->idx, i,
-                 ftr_event_kind_name(ev[i].kind), ev[i].site,
-                 ftr_event_kind_name(x->want[i] & 3), x->want[i] >> 2);
+                 ftr_event_kind_name(ev[i].kind), ev[i].site, ftr_event_kind_name(x->want[i] & 3),
+                 x->want[i] >> 2);
             break;
         }
     free(ev);
@@ -365,8 +375,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (scale < 1)
-        scale = 1;
+    if (scale < 1) scale = 1;
     alarm(120 * (unsigned)scale); /* a lost wake-up must fail the test, not hang it */
 
     char path[] = "/tmp/test_handoff-XXXXXX";
@@ -379,10 +388,10 @@ int main(int argc, char **argv)
     /* init.c's part: configuration (FTRACE_BUFSIZE=4 FTRACE_FLUSH_MS=1), clocks, file header */
     ftr_g.fd = fd;
     ftr_g.pid = (uint32_t)getpid();
-    ftr_g.chunk_bytes = 4096;
-    ftr_g.flush_ms = 1;
-    ftr_g.zstd_level = 1;
-    ftr_g.shadow_entries = 1024;
+    ftr_cfg.chunk_bytes = 4096;
+    ftr_cfg.flush_ms = 1;
+    ftr_cfg.zstd_level = 1;
+    ftr_cfg.shadow_entries = 1024;
     ftr_g.start_tsc = ftr_rdtsc();
     ftr_g.start_ns = now_ns(CLOCK_REALTIME);
     ftr_start_raw_ns = now_ns(CLOCK_MONOTONIC_RAW);
@@ -398,13 +407,13 @@ int main(int argc, char **argv)
     }
     ftr_buf_free(&hdr);
     if (threshold_mode) /* about a microsecond: many calls are shorter (settings.c) */
-        ftr_g.threshold_ticks = ftr_g.holdback_ticks = 2000;
+        ftr_hot.threshold_ticks = ftr_g.holdback_ticks = 2000;
     char err[256];
     if (ftr_threads_init() < 0 || ftr_writer_start(err, sizeof err) < 0) {
         fprintf(stderr, "test_handoff: cannot start: %s\n", err);
         return 1;
     }
-    atomic_store(&ftr_g.recording, 1);
+    atomic_store(&ftr_hot.recording, 1);
     ftr_g.ready = 1;
 
     /* main: two calls that stay open, a few trees */
@@ -452,7 +461,7 @@ int main(int argc, char **argv)
     pause_us(2000);
 
     /* The end, as init.c's ftr_finish() runs it while other threads still record. */
-    atomic_store(&ftr_g.recording, 0);
+    atomic_store(&ftr_hot.recording, 0);
     ftr_tls.in_slow = 1;
     struct ftr_end_info end = {.tsc = ftr_rdtsc(), .how = FTR_END_EXIT};
     end.lost = ftr_lost_events();
@@ -471,8 +480,7 @@ int main(int argc, char **argv)
         FAIL("END says %llu events (%llu lost, %llu overruns), the file holds %llu",
              (unsigned long long)got.events, (unsigned long long)got.lost,
              (unsigned long long)got.overruns, (unsigned long long)decoded_events);
-    if (ftr_writer_failed())
-        FAIL("the writer failed: %s", strerror(ftr_writer_failed()));
+    if (ftr_writer_failed()) FAIL("the writer failed: %s", strerror(ftr_writer_failed()));
     for (int i = 0; i <= NWORKERS + NSPINNERS; i++)
         check_thread(&ctxs[i]);
     size_t tids = 0;
@@ -483,7 +491,7 @@ int main(int argc, char **argv)
 
     unlink(path);
     printf("test_handoff%s: %llu events of %zu threads in %zu EVENTS chunks: %s\n",
-           threshold_mode ? " --threshold" : "", (unsigned long long)decoded_events, tids,
-           nchunks, failures ? "FAILED" : "ok");
+           threshold_mode ? " --threshold" : "", (unsigned long long)decoded_events, tids, nchunks,
+           failures ? "FAILED" : "ok");
     return failures ? 1 : 0;
 }

@@ -512,3 +512,47 @@ Test(x86, fixup_ip)
     cr_assert_eq(ftr_site_fixup_ip(&s, 0x4005), 0x4005);
     cr_assert_eq(ftr_site_fixup_ip(&s, 0x4006), 0x4006);
 }
+
+Test(x86, gen_jmp)
+{
+    uint8_t out[8];
+    memset(out, 0xaa, sizeof out);
+    cr_assert_eq(ftr_x86_gen_jmp(out, 6, 0x1000, 0x1105), 0);
+    cr_assert_arr_eq(out, BUF(0xe9, 0x00, 0x01, 0x00, 0x00, 0x90, 0xaa), 7);
+    cr_assert_eq(ftr_x86_gen_jmp(out, 5, 0x1000, 0x7fff00000000ull), -1);
+    cr_assert_eq(ftr_x86_gen_jmp(out, 3, 0x1000, 0x1100), -1, "bad length");
+}
+
+/* What the breakpoint handler does for a thread that meets each state mid-rewrite. */
+Test(x86, emulation)
+{
+    uint8_t b[8];
+    struct ftr_emu e;
+    ftr_x86_gen_nop(b, 6);
+    cr_assert_eq(ftr_x86_emulation(b, 6, 0x1000, &e), 0);
+    cr_assert_eq(e.kind, FTR_EMU_SKIP);
+    cr_assert_eq(e.next, 0x1006, "a NOP goes on at the end of the whole site");
+    cr_assert_eq(e.target, 0x1006);
+    ftr_x86_gen_call(b, 6, 0x1000, 0x2000);
+    cr_assert_eq(ftr_x86_emulation(b, 6, 0x1000, &e), 0);
+    cr_assert_eq(e.kind, FTR_EMU_CALL);
+    cr_assert_eq(e.target, 0x2000);
+    cr_assert_eq(e.next, 0x1006, "returns past the padding: the tail may still be old");
+    ftr_x86_gen_jmp(b, 5, 0x1000, 0x0800);
+    cr_assert_eq(ftr_x86_emulation(b, 5, 0x1000, &e), 0);
+    cr_assert_eq(e.kind, FTR_EMU_JMP);
+    cr_assert_eq(e.target, 0x0800);
+    memset(b, 0x90, 5);
+    cr_assert_eq(ftr_x86_emulation(b, 5, 0x1000, &e), 0);
+    cr_assert_eq(e.kind, FTR_EMU_SKIP);
+    /* clang's 0f 1f 44 00 08 */
+    memcpy(b, BUF(0x0f, 0x1f, 0x44, 0x00, 0x08), 5);
+    cr_assert_eq(ftr_x86_emulation(b, 5, 0x1000, &e), 0);
+    /* anything else is refused: the original ff 15 call, a call followed by no padding */
+    memcpy(b, BUF(0xff, 0x15, 0x00, 0x10, 0x00, 0x00), 6);
+    cr_assert_eq(ftr_x86_emulation(b, 6, 0x1000, &e), -1);
+    ftr_x86_gen_call(b, 6, 0x1000, 0x2000);
+    b[5] = 0xcc;
+    cr_assert_eq(ftr_x86_emulation(b, 6, 0x1000, &e), -1);
+    cr_assert_eq(ftr_x86_emulation(b, 4, 0x1000, &e), -1, "bad length");
+}

@@ -12,11 +12,20 @@
  *             trees: main {main, main;texit, main;texit;after_join};
  *             thread {exiter, exiter;nest1, exiter;nest1;nest2, exiter;nest1;nest2;leaf,
  *             exiter;nest1;cleanup_fn}; nothing left open (the unwound frames are closed).
+ *   mainexit  main -> mainexit starts talker and ends the main thread with pthread_exit();
+ *             talker prints 3 lines (stdio, fully buffered into a pipe: only exit() flushes
+ *             them) after work(2) each, then returns: the process must end then, with
+ *             status 0 and the lines. trees: main {main, main;mainexit}; thread {talker,
+ *             talker;work 3, talker;work;leaf 6}
+ *   sysexit   the same, but the main thread ends with a raw exit system call (no glibc).
+ *             trees: main {main, main;sysexit} (left open); thread as mainexit
  */
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include "behave.h"
 
 static volatile long sink;
@@ -111,6 +120,32 @@ NOINLINE int texit(void)
     return 33;
 }
 
+NOINLINE void *talker(void *arg)
+{
+    (void)arg;
+    usleep(100 * 1000); /* the main thread has ended by now */
+    for (int i = 0; i < 3; i++) {
+        long r = work(2);
+        printf("talker line %d (%ld)\n", i, r);
+    }
+    return NULL;
+}
+
+NOINLINE int mainexit(void)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, talker, NULL);
+    pthread_exit(NULL);
+}
+
+NOINLINE int sysexit(void)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, talker, NULL);
+    for (;;)
+        syscall(SYS_exit, 0);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -121,8 +156,12 @@ int main(int argc, char **argv)
         rc = detached();
     else if (!strcmp(mode, "exit"))
         rc = texit();
+    else if (!strcmp(mode, "mainexit"))
+        rc = mainexit();
+    else if (!strcmp(mode, "sysexit"))
+        rc = sysexit();
     else
-        fprintf(stderr, "usage: bthreads many|detached|exit\n");
+        fprintf(stderr, "usage: bthreads many|detached|exit|mainexit|sysexit\n");
     KEEP(rc);
     return rc;
 }

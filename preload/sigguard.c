@@ -1,0 +1,548 @@
+/*
+ * sigguard.c - the guarded signals (SIGTRAP, the handshake signal) stay ours: never blocked, and
+ * handled by our handler, while the program believes what it asked for (sigguard.h).
+ *
+ * Dispositions. For a guarded signal, sigaction() records the program's new action in a table
+ * (its "view") and returns the previous view; the kernel keeps our handler, which passes the
+ * program's signals on with ftr_sigguard_chain(). glibc's signal(), bsd_signal(), ssignal(),
+ * sysv_signal(), __sysv_signal(), sigset(), sigignore() and siginterrupt() call its internal
+ * sigaction, not ours: each is wrapped and rebuilt on the table with glibc's flags. A view reads
+ * back as the kernel (5.11+) would give it: SA_RESTORER and glibc's restorer added, unknown
+ * flags cleared, SIGKILL and SIGSTOP out of sa_mask, which holds 64 signals (the words past them
+ * are zero; glibc's own read-back leaves stack garbage there). For any other signal, the guarded
+ * ones are removed from sa_mask before the real call, and so read back without them.
+ *
+ * Masks. sigprocmask, pthread_sigmask, sigsuspend, ppoll, __ppoll_chk, pselect, epoll_pwait(2),
+ * pthread_attr_setsigmask_np, sighold, sigblock, sigsetmask, BSD sigpause, swapcontext and
+ * setcontext pass the kernel a copy of the set without the guarded signals (the caller's set is
+ * never written, except ucp->uc_sigmask of the context calls, stripped in place: a copy of the
+ * context on our stack could be overwritten by the switch it describes, or by a signal frame
+ * pushed just after it). signalfd: the guarded signals are also taken out of the set it watches.
+ * It only receives blocked signals, but a reader sleeping on it dequeues any signal of its set,
+ * blocked or not, before any handler runs, which would steal the handshake signal; so the
+ * program's signalfd never reports a guarded signal (its action gets it instead). A program
+ * reading a mask back sees the real one (guarded signals unblocked).
+ *
+ * Left alone: sigwait, sigwaitinfo, sigtimedwait wait for signals, they do not block them (the
+ * kernel unblocks the set only for the wait, whose dequeue then bypasses handlers; the handshake
+ * does not signal threads sleeping in a system call). Also sigrelse, __xpg_sigpause, siggetmask
+ * (they only unblock or read), posix_spawnattr_setsigmask (the mask of a new program: a traced
+ * one guards itself at start, an untraced one gets what was asked) and sigvec (compat only).
+ *
+ * Not emulated: a guarded signal the program believes blocked reaches its action (a SIGTRAP it
+ * raised with int3 would kill it without us); setting SIG_IGN does not discard a pending one;
+ * the program's SA_ONSTACK and SA_RESTART (ours apply).
+ *
+ * Everything passes through before ftr_sigguard_init() and in a vfork child (the pid is not
+ * ours: it shares our table but not our dispositions or mask, which it may prepare for exec).
+ * The pid follows fork() (pthread_atfork) and _Fork() (wrapped); a raw clone() child passes.
+ */
+#define _GNU_SOURCE
+#undef _FORTIFY_SOURCE /* we define ppoll & co., which the fortified headers make inline */
+#include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "sigguard.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define ALIAS(f) __attribute__((alias(#f)))
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* sighold & co. */
+#if defined(__GNUC__) && !defined(__clang__) /* aliases lack glibc's nothrow/leaf/nonnull */
+#pragma GCC diagnostic ignored "-Wmissing-attributes"
+#endif
+
+int __sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+int __sigsuspend(const sigset_t *set);
+int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *ss,
+                size_t fdslen);
+int ftr_bsd_sigpause(int mask) __asm__("sigpause"); /* the header's sigpause: __xpg_sigpause */
+
+/* ---- the real functions, all resolved by ftr_sigguard_init(), or at first use before it ---- */
+#if __GLIBC_PREREQ(2, 35) /* as fdguard.c, we need 2.34 (pthread_attr_setsigmask_np, _Fork) */
+#define REALS_2_35(X) X(epoll_pwait2)
+#else
+#define REALS_2_35(X)
+#endif
+// clang-format off
+#define REALS(X) X(sigaction) X(signal) X(__sysv_signal) X(sigset) X(sighold) X(sigignore) \
+    X(siginterrupt) X(sigprocmask) X(pthread_sigmask) X(sigsuspend) X(sigpause) X(__sigpause) \
+    X(sigblock) X(sigsetmask) X(ppoll) X(__ppoll_chk) X(pselect) X(epoll_pwait) X(signalfd) \
+    X(swapcontext) X(setcontext) X(pthread_attr_setsigmask_np) X(_Fork) REALS_2_35(X)
+enum { /* R_sigpause is BSD sigpause, not __xpg_sigpause: dlsym() sees the name, not the label */
+#define X(f) R_##f,
+    REALS(X)
+#undef X
+    R_COUNT };
+static const char *const real_names[R_COUNT] = {
+#define X(f) #f,
+    REALS(X)
+#undef X
+};
+// clang-format on
+static void *_Atomic reals[R_COUNT];
+
+static void *real(int i)
+{
+    void *p = atomic_load_explicit(&reals[i], memory_order_relaxed);
+    if (!p)
+        atomic_store_explicit(&reals[i], p = dlsym(RTLD_NEXT, real_names[i]), memory_order_relaxed);
+    return p;
+}
+#define REAL(f) ((__typeof__(&f))real(R_##f))
+
+/* ---- the guarded signals and the program's view of each ---- */
+#define NWORDS (sizeof(struct sigaction) / sizeof(unsigned long))
+_Static_assert(sizeof(struct sigaction) % sizeof(unsigned long) == 0, "sigaction in words");
+
+static int gsig[FTR_SIGGUARD_MAX];
+static _Atomic int gcount;          /* published last by ftr_sigguard_init() */
+static _Atomic unsigned long gmask; /* the guarded signals, as the first word of a sigset_t */
+static void *_Atomic ours_fn[FTR_SIGGUARD_MAX]; /* our handler of each */
+static _Atomic pid_t gpid;                      /* the process they are guarded in (0: not yet) */
+static _Atomic unsigned sigintr;                /* bit i: siginterrupt(gsig[i], 1) is in effect */
+static void *_Atomic restorer;                  /* glibc's sa_restorer, as seen in a read-back */
+
+/* A seqlock per view: readers may be signal handlers; a writer blocks every signal it can while
+ * it holds wlock, so that no handler interrupts it on its own thread. */
+static struct view {
+    _Atomic unsigned seq;
+    unsigned long w[NWORDS];
+} views[FTR_SIGGUARD_MAX];
+static atomic_flag wlock = ATOMIC_FLAG_INIT;
+
+struct ksa { /* what the kernel's rt_sigaction takes (x86_64) */
+    void *handler;
+    unsigned long flags;
+    void *restorer;
+    unsigned long mask;
+};
+#define K_SA_RESTORER 0x04000000u
+#define K_SA_UAPI /* the flags a 5.11+ kernel keeps (0x800: SA_EXPOSE_TAGBITS) */                  \
+    (SA_NOCLDSTOP | SA_NOCLDWAIT | SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER |             \
+     SA_RESETHAND | 0x800u | K_SA_RESTORER)
+
+static long ksigaction(int sig, const struct ksa *act, struct ksa *old)
+{
+    return syscall(SYS_rt_sigaction, sig, act, old, sizeof(unsigned long));
+}
+static void kmask(int how, const sigset_t *set, sigset_t *old)
+{
+    syscall(SYS_rt_sigprocmask, how, set, old, sizeof(unsigned long));
+}
+
+static int slot(int sig)
+{
+    int n = atomic_load_explicit(&gcount, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (gsig[i] == sig) return i;
+    return -1;
+}
+/* not a vfork child, and initialised */
+static int ours(void)
+{
+    return atomic_load_explicit(&gpid, memory_order_relaxed) == getpid();
+}
+/* @return sig's slot when it is guarded here, else -1 */
+static int guarded_here(int sig)
+{
+    int i = slot(sig);
+    return i >= 0 && ours() ? i : -1;
+}
+/* glibc's sigset_t: signal s is bit s-1 of __val[0] (the kernel's 64) */
+static void strip(sigset_t *s)
+{
+    s->__val[0] &= ~gmask;
+}
+/* @return set, or buf holding set without the guarded signals */
+static const sigset_t *stripped(const sigset_t *set, sigset_t *buf)
+{
+    if (!set || !(set->__val[0] & gmask) || !ours()) return set;
+    *buf = *set;
+    strip(buf);
+    return buf;
+}
+/* the same for an old-style mask of signals 1..32 */
+static int stripped_bits(int mask)
+{
+    unsigned g = (unsigned)gmask;
+    return ((unsigned)mask & g) && ours() ? (int)((unsigned)mask & ~g) : mask;
+}
+
+static void load_words(int i, unsigned long *w)
+{
+    for (size_t k = 0; k < NWORDS; k++)
+        w[k] = __atomic_load_n(&views[i].w[k], __ATOMIC_RELAXED);
+}
+static void view_read(int i, struct sigaction *out)
+{
+    unsigned long w[NWORDS];
+    unsigned s;
+    do {
+        while ((s = atomic_load_explicit(&views[i].seq, memory_order_acquire)) & 1)
+            __builtin_ia32_pause();
+        load_words(i, w);
+        atomic_thread_fence(memory_order_acquire);
+    } while (atomic_load_explicit(&views[i].seq, memory_order_relaxed) != s);
+    memcpy(out, w, sizeof *out);
+}
+/* Copies view i to *old (when not NULL), then replaces it with *act (when not NULL). */
+static void view_swap(int i, const struct sigaction *act, struct sigaction *old)
+{
+    sigset_t all, saved;
+    unsigned long w[NWORDS];
+    sigfillset(&all);
+    kmask(SIG_BLOCK, &all, &saved);
+    while (atomic_flag_test_and_set_explicit(&wlock, memory_order_acquire))
+        __builtin_ia32_pause();
+    load_words(i, w);
+    if (old) memcpy(old, w, sizeof *old);
+    if (act) {
+        unsigned s = atomic_load_explicit(&views[i].seq, memory_order_relaxed);
+        memcpy(w, act, sizeof w);
+        atomic_store_explicit(&views[i].seq, s + 1, memory_order_relaxed);
+        atomic_thread_fence(memory_order_release);
+        for (size_t k = 0; k < NWORDS; k++)
+            __atomic_store_n(&views[i].w[k], w[k], __ATOMIC_RELAXED);
+        atomic_store_explicit(&views[i].seq, s + 2, memory_order_release);
+    }
+    atomic_flag_clear_explicit(&wlock, memory_order_release);
+    kmask(SIG_SETMASK, &saved, NULL);
+}
+
+/* The mask as the kernel keeps it: 64 signals, never SIGKILL or SIGSTOP. */
+static void kernel_mask(sigset_t *s)
+{
+    unsigned long m = s->__val[0] & ~(1ul << (SIGKILL - 1) | 1ul << (SIGSTOP - 1));
+    memset(s, 0, sizeof *s);
+    s->__val[0] = m;
+}
+
+/* The program sets guarded signal i's action (act may be NULL: read only). */
+static void set_view(int i, const struct sigaction *act, struct sigaction *old)
+{
+    struct sigaction v;
+    if (act) {
+        v = *act;
+        v.sa_flags = (int)(((unsigned)v.sa_flags | K_SA_RESTORER) & K_SA_UAPI);
+        v.sa_restorer = (void (*)(void))atomic_load(&restorer);
+        kernel_mask(&v.sa_mask);
+    }
+    view_swap(i, act ? &v : NULL, old);
+}
+
+/* An action as glibc's signal() & co. build it. @return the previous handler */
+static sighandler_t set_handler(int i, int sig, sighandler_t h, int flags, int mask_self)
+{
+    struct sigaction a, o;
+    memset(&a, 0, sizeof a);
+    a.sa_handler = h;
+    if (mask_self) sigaddset(&a.sa_mask, sig);
+    a.sa_flags = flags;
+    set_view(i, &a, &o);
+    return o.sa_handler;
+}
+
+static void note_restorer(int sig)
+{
+    struct ksa k;
+    if (!atomic_load(&restorer) && ksigaction(sig, NULL, &k) == 0 && (k.flags & K_SA_RESTORER))
+        atomic_store(&restorer, k.restorer);
+}
+
+static void after_fork_child(void)
+{
+    atomic_store(&gpid, getpid());
+}
+
+void ftr_sigguard_init(const int *sigs, int n)
+{
+    sigset_t set;
+    if (atomic_load(&gcount)) return; /* once */
+    for (int i = 0; i < R_COUNT; i++)
+        real(i);
+    int m = 0;
+    for (int i = 0; i < n && m < FTR_SIGGUARD_MAX; i++) {
+        struct sigaction cur;
+        memset(&cur, 0, sizeof cur);
+        if (sigs[i] < 1 || sigs[i] > 64 || REAL(sigaction)(sigs[i], NULL, &cur) != 0) continue;
+        gsig[m] = sigs[i];
+        gmask |= 1ul << (sigs[i] - 1);
+        kernel_mask(&cur.sa_mask);
+        memcpy(views[m++].w, &cur, sizeof cur);
+    }
+    atomic_store(&gpid, getpid());
+    pthread_atfork(NULL, NULL, after_fork_child);
+    atomic_store_explicit(&gcount, m, memory_order_release);
+    sigemptyset(&set);
+    set.__val[0] = gmask;
+    REAL(pthread_sigmask)(SIG_UNBLOCK, &set, NULL);
+    /* raw calls: a handler installed by other means keeps its exact flags and restorer */
+    for (int s = 1; s < NSIG; s++) {
+        struct ksa k;
+        if (s == SIGKILL || s == SIGSTOP || ksigaction(s, NULL, &k) != 0) continue;
+        if (k.handler == (void *)SIG_DFL || k.handler == (void *)SIG_IGN) continue;
+        note_restorer(s);
+        if (k.mask & gmask) {
+            k.mask &= ~gmask;
+            ksigaction(s, &k, NULL);
+        }
+    }
+}
+
+int ftr_sigguard_install(int sig, const struct sigaction *act)
+{
+    int i = slot(sig);
+    if (i < 0) return errno = EINVAL, -1;
+    struct sigaction a = *act;
+    strip(&a.sa_mask);
+    int r = REAL(sigaction)(sig, &a, NULL);
+    if (r == 0) {
+        note_restorer(sig);
+        atomic_store(&ours_fn[i], (void *)act->sa_handler);
+    }
+    return r;
+}
+
+void ftr_sigguard_program_action(int sig, struct sigaction *out)
+{
+    int i = slot(sig);
+    memset(out, 0, sizeof *out);
+    if (i >= 0) view_read(i, out);
+}
+
+int ftr_sigguard_is_guarded(int sig)
+{
+    return slot(sig) >= 0;
+}
+
+int ftr_sigguard_real_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+    return REAL(pthread_sigmask)(how, set, old);
+}
+
+/* The default action of sig: the process dies (or stops) of it as it would without us. */
+static void default_action(int sig)
+{
+    if (sig == SIGCHLD || sig == SIGURG || sig == SIGWINCH || sig == SIGCONT) return; /* ignore */
+    struct ksa dfl = {0}, saved;
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    if (ksigaction(sig, &dfl, &saved) != 0) return;
+    kmask(SIG_UNBLOCK, &one, NULL);
+    syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig); /* delivered on its return */
+    ksigaction(sig, &saved, NULL); /* still here: stopped and continued, or a debugger took it */
+}
+
+void ftr_sigguard_chain(int sig, siginfo_t *si, void *uc)
+{
+    int i = slot(sig);
+    struct sigaction a;
+    if (i < 0) return;
+    view_read(i, &a);
+    if (a.sa_handler == SIG_IGN) {
+        /* The kernel kills on a synchronous fault it finds ignored (or blocked). */
+        int fault =
+            sig == SIGTRAP || sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE;
+        if (fault && si && (si->si_code > 0 || si->si_code == SI_KERNEL)) default_action(sig);
+        return;
+    }
+    /* ours, reinstalled by a program that read it with a raw system call: what is below us */
+    if (a.sa_handler == SIG_DFL || (void *)a.sa_handler == atomic_load(&ours_fn[i]))
+        return default_action(sig);
+    if (a.sa_flags & SA_RESETHAND) { /* the kernel resets the handler only */
+        struct sigaction d = a;
+        d.sa_handler = SIG_DFL;
+        view_swap(i, &d, NULL);
+    }
+    /* The kernel would block sa_mask, and sig unless SA_NODEFER, for the call: so do we, less
+     * the guarded signals. Its sigreturn restores the mask anyway; we restore it on return. */
+    sigset_t block = a.sa_mask, saved;
+    strip(&block);
+    kmask(SIG_BLOCK, &block, &saved);
+    if (a.sa_flags & SA_SIGINFO)
+        a.sa_sigaction(sig, si, uc);
+    else /* the kernel passes info and context to every handler (x86_64) */
+        ((void (*)(int, siginfo_t *, void *))(void (*)(void))a.sa_handler)(sig, si, uc);
+    kmask(SIG_SETMASK, &saved, NULL);
+}
+
+/* ---- dispositions ---- */
+EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+    int i = guarded_here(sig);
+    if (i >= 0) return set_view(i, act, old), 0;
+    if (!act || !(act->sa_mask.__val[0] & gmask) || !ours()) return REAL(sigaction)(sig, act, old);
+    struct sigaction a = *act;
+    strip(&a.sa_mask);
+    return REAL(sigaction)(sig, &a, old);
+}
+EXPORT int __sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+    ALIAS(sigaction);
+
+EXPORT sighandler_t signal(int sig, sighandler_t h)
+{
+    int i = guarded_here(sig);
+    if (i < 0) return REAL(signal)(sig, h);
+    if (h == SIG_ERR) return errno = EINVAL, SIG_ERR;
+    return set_handler(i, sig, h, atomic_load(&sigintr) >> i & 1 ? 0 : SA_RESTART, 1);
+}
+EXPORT sighandler_t bsd_signal(int sig, sighandler_t h) ALIAS(signal);
+EXPORT sighandler_t ssignal(int sig, sighandler_t h) ALIAS(signal);
+
+/* also what signal() is with strict ISO C (-std=c11): the headers redirect it here */
+EXPORT sighandler_t __sysv_signal(int sig, sighandler_t h)
+{
+    int i = guarded_here(sig);
+    if (i < 0) return REAL(__sysv_signal)(sig, h);
+    if (h == SIG_ERR) return errno = EINVAL, SIG_ERR;
+    return set_handler(i, sig, h, SA_RESETHAND | SA_NODEFER, 0);
+}
+EXPORT sighandler_t sysv_signal(int sig, sighandler_t h) ALIAS(__sysv_signal);
+
+/* A guarded signal is never blocked: SIG_HOLD holds nothing and SIG_HOLD is never returned. */
+EXPORT sighandler_t sigset(int sig, sighandler_t h)
+{
+    int i = guarded_here(sig);
+    if (i < 0) return REAL(sigset)(sig, h);
+    if (h != SIG_HOLD) return set_handler(i, sig, h, 0, 0);
+    struct sigaction o;
+    view_read(i, &o);
+    return o.sa_handler;
+}
+
+EXPORT int sigignore(int sig)
+{
+    int i = guarded_here(sig);
+    if (i < 0) return REAL(sigignore)(sig);
+    return set_handler(i, sig, SIG_IGN, 0, 0), 0;
+}
+
+EXPORT int siginterrupt(int sig, int interrupt)
+{
+    int i = guarded_here(sig);
+    if (i < 0) return REAL(siginterrupt)(sig, interrupt);
+    struct sigaction a;
+    view_read(i, &a);
+    if (interrupt) {
+        atomic_fetch_or(&sigintr, 1u << i);
+        a.sa_flags &= ~SA_RESTART;
+    } else {
+        atomic_fetch_and(&sigintr, ~(1u << i));
+        a.sa_flags |= SA_RESTART;
+    }
+    set_view(i, &a, NULL);
+    return 0;
+}
+
+/* ---- masks ---- */
+EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
+{
+    sigset_t buf;
+    return REAL(sigprocmask)(how, how == SIG_UNBLOCK ? set : stripped(set, &buf), old);
+}
+EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+    sigset_t buf;
+    return REAL(pthread_sigmask)(how, how == SIG_UNBLOCK ? set : stripped(set, &buf), old);
+}
+EXPORT int sigsuspend(const sigset_t *set)
+{
+    sigset_t buf;
+    return REAL(sigsuspend)(stripped(set, &buf));
+}
+EXPORT int __sigsuspend(const sigset_t *set) ALIAS(sigsuspend);
+EXPORT int sighold(int sig)
+{
+    return guarded_here(sig) >= 0 ? 0 : REAL(sighold)(sig);
+}
+EXPORT int sigblock(int mask)
+{
+    return REAL(sigblock)(stripped_bits(mask));
+}
+EXPORT int sigsetmask(int mask)
+{
+    return REAL(sigsetmask)(stripped_bits(mask));
+}
+EXPORT int ftr_bsd_sigpause(int mask) /* exported as sigpause: BSD's, which takes a mask */
+{
+    return REAL(sigpause)(stripped_bits(mask));
+}
+EXPORT int __sigpause(int sig_or_mask, int is_sig)
+{
+    return REAL(__sigpause)(is_sig ? sig_or_mask : stripped_bits(sig_or_mask), is_sig);
+}
+EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *ss)
+{
+    sigset_t buf;
+    return REAL(ppoll)(fds, n, t, stripped(ss, &buf));
+}
+EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *ss,
+                       size_t fdslen)
+{
+    sigset_t buf;
+    return REAL(__ppoll_chk)(fds, n, t, stripped(ss, &buf), fdslen);
+}
+EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t,
+                   const sigset_t *ss)
+{
+    sigset_t buf;
+    return REAL(pselect)(n, r, w, e, t, stripped(ss, &buf));
+}
+EXPORT int epoll_pwait(int fd, struct epoll_event *ev, int max, int ms, const sigset_t *ss)
+{
+    sigset_t buf;
+    return REAL(epoll_pwait)(fd, ev, max, ms, stripped(ss, &buf));
+}
+#if __GLIBC_PREREQ(2, 35)
+EXPORT int epoll_pwait2(int fd, struct epoll_event *ev, int max, const struct timespec *t,
+                        const sigset_t *ss)
+{
+    sigset_t buf;
+    return REAL(epoll_pwait2)(fd, ev, max, t, stripped(ss, &buf));
+}
+#endif
+EXPORT int signalfd(int fd, const sigset_t *mask, int flags)
+{
+    sigset_t buf;
+    return REAL(signalfd)(fd, stripped(mask, &buf), flags);
+}
+EXPORT int pthread_attr_setsigmask_np(pthread_attr_t *attr, const sigset_t *ss)
+{
+    sigset_t buf;
+    return REAL(pthread_attr_setsigmask_np)(attr, stripped(ss, &buf));
+}
+
+/* in place (see the top) */
+static void strip_context(const ucontext_t *ucp)
+{
+    if (ucp && (ucp->uc_sigmask.__val[0] & gmask) && ours()) strip((sigset_t *)&ucp->uc_sigmask);
+}
+EXPORT int swapcontext(ucontext_t *restrict oucp, const ucontext_t *restrict ucp)
+{
+    strip_context(ucp);
+    return REAL(swapcontext)(oucp, ucp);
+}
+EXPORT int setcontext(const ucontext_t *ucp)
+{
+    strip_context(ucp);
+    return REAL(setcontext)(ucp);
+}
+
+/* fork() runs the pthread_atfork handler; _Fork() does not */
+EXPORT pid_t _Fork(void)
+{
+    pid_t r = REAL(_Fork)();
+    if (r == 0 && atomic_load(&gpid)) after_fork_child();
+    return r;
+}

@@ -1,0 +1,47 @@
+/*
+ * sigguard.h - guarded signals (sigguard.c): keeps a few signals (SIGTRAP, the handshake signal)
+ * never blocked by the program and always handled by our handler, while the program believes
+ * what it asked for, as glibc does for its internal SIGCANCEL and SIGSETXID. Offers the set-up,
+ * our own handler's installation, the program's view of each guarded signal and the way to run
+ * the program's action from our handler. Private to preload/.
+ *
+ * libftrace.so's own calls to sigaction() and pthread_sigmask() bind to the interposed wrappers
+ * too: install our handlers with ftr_sigguard_install() (a plain sigaction() would only change
+ * the program's view), and block guarded signals in our own threads (the writer) with
+ * ftr_sigguard_real_sigmask().
+ */
+#ifndef FTR_SIGGUARD_H
+#define FTR_SIGGUARD_H
+
+#include <signal.h>
+
+#ifndef FTR_HIDDEN /* as in tracer.h, which this header does not need */
+#define FTR_HIDDEN __attribute__((visibility("hidden")))
+#endif
+#define FTR_SIGGUARD_MAX 4
+
+/* Guard these signals (at most FTR_SIGGUARD_MAX). Called once, from the constructor, before our
+ * handlers are installed. Queries the current disposition of each and remembers it as the
+ * program's. Also removes the guarded signals from the calling thread's mask and from the
+ * sa_mask of every handler already installed (signals 1..NSIG-1). Other threads already running
+ * keep their masks. */
+void ftr_sigguard_init(const int *sigs, int n) FTR_HIDDEN;
+/* Install our own handler for a guarded signal through the real sigaction (the guarded signals
+ * are removed from its sa_mask). SA_NODEFER is advisable: without it the kernel blocks the
+ * signal while our handler (and the program's action chained from it) runs, and a synchronous
+ * SIGTRAP there would kill the process. @return 0, or -1 with errno (EINVAL: not guarded). */
+int ftr_sigguard_install(int sig, const struct sigaction *ours) FTR_HIDDEN;
+/* The program's view of a guarded signal's action: what it installed last, or what was there
+ * before us. */
+void ftr_sigguard_program_action(int sig, struct sigaction *out) FTR_HIDDEN;
+/* Runs the program's action for a guarded signal from inside our handler: its handler (with its
+ * sa_mask blocked, less the guarded signals, for the call; SA_RESETHAND honoured), the default
+ * action (the process dies or stops of sig as it would without us), or nothing (SIG_IGN; but a
+ * synchronous fault the program ignores kills it, as the kernel does). Async-signal-safe. */
+void ftr_sigguard_chain(int sig, siginfo_t *si, void *uc) FTR_HIDDEN;
+/* @return 1 when sig is guarded */
+int ftr_sigguard_is_guarded(int sig) FTR_HIDDEN;
+/* pthread_sigmask() without the guard, for libftrace's own threads. */
+int ftr_sigguard_real_sigmask(int how, const sigset_t *set, sigset_t *old) FTR_HIDDEN;
+
+#endif

@@ -1,0 +1,74 @@
+/* live_sigblock.c - a library loaded while a thread blocks every signal must still be traced
+ * (live_tests.py sigblock_dlopen).
+ *
+ * usage: live_sigblock DIR LIB
+ * A worker blocks every signal (pthread_sigmask SIG_BLOCK, full set) and loops until told to
+ * stop, calling the traced w_outer() -> w_leaf() and checking the results, with a 1 ms nap now
+ * and then. Once it is running, main dlopens LIB (liblive_dl.so, instrumented), calls its
+ * dl_outer() 5 times, then the executable's after_dlopen(). Prints the library's results and
+ * "worker: N wrong results".
+ */
+#include "live_common.c"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+
+static atomic_int stop;
+static atomic_long rounds, wrong;
+static volatile int vsink;
+
+NOINLINE int w_leaf(int x)
+{
+    vsink = x;
+    return x + 1;
+}
+NOINLINE int w_outer(int x)
+{
+    int r = w_leaf(x) * 2;
+    KEEP(r);
+    return r;
+}
+NOINLINE void after_dlopen(void)
+{
+    vsink = 1;
+}
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    for (int i = 0; !stop; i++) {
+        for (int k = 0; k < 10; k++)
+            if (w_outer(i + k) != 2 * (i + k + 1)) wrong++;
+        live_spin_us(50);
+        if (i % 100 == 99) live_nap_us(1000);
+        rounds++;
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) return 2;
+    live_dir = argv[1];
+    pthread_t th;
+    pthread_create(&th, NULL, worker, NULL);
+    while (rounds < 200)
+        live_nap_us(1000);
+    void *h = dlopen(argv[2], RTLD_NOW);
+    int (*outer)(int) = h ? (int (*)(int))dlsym(h, "dl_outer") : NULL;
+    if (!outer) {
+        printf("dlopen: %s\n", dlerror());
+        return 1;
+    }
+    for (int i = 0; i < 5; i++)
+        printf("dl_outer(%d) = %d\n", i, outer(i));
+    after_dlopen();
+    stop = 1;
+    pthread_join(th, NULL);
+    printf("worker: %ld wrong results\n", (long)wrong);
+    return 0;
+}
