@@ -49,7 +49,7 @@
 #define GEN_MASK 0xffff
 /* a thread running with the signal blocked is waited for this long (a thread being started
  * unblocks within microseconds; one that blocks it for good makes the handshake fail soon) */
-#define BLOCKED_GRACE_NS (50 * 1000 * 1000ull)
+#define BLOCKED_GRACE_NS (200 * 1000 * 1000ull)
 
 static int stw_signo;
 static void (*chain_fn)(int, siginfo_t *, void *); /* the program's handler, if registered */
@@ -391,6 +391,18 @@ static pid_t wait_parked(uint64_t deadline)
                 if (!thread_alive(tids[i])) {
                     tids[i] = 0; /* exited before it could answer */
                     continue;
+                }
+                if (blocking[i]) {
+                    /* it cannot take the signal: once it sleeps in a system call, it counts as
+                     * stopped like the threads left asleep (the signal, late, is dropped) */
+                    struct tinfo ti;
+                    inspect(tids[i], &ti);
+                    if (ti.st == T_SYSCALL || ti.st == T_ZOMBIE) {
+                        asleep_switches[i] = ti.switches;
+                        if (ti.st == T_ZOMBIE) tids[i] = 0;
+                        atomic_store(&acked[i], 1);
+                        continue;
+                    }
                 }
                 missing++;
                 culprit = tids[i];

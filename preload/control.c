@@ -511,6 +511,17 @@ void ftr_control_cleanup(void)
     pthread_mutex_unlock(&start_lock);
 }
 
+void ftr_control_cleanup_fast(void)
+{
+    finished = 1;
+    finished_writer = ftr_writer_tid;
+    if (!atomic_load(&running) || getpid() != server_pid) return;
+    atomic_store(&stopping, 1); /* a request being carried out is not waited for */
+    unlink(sock_path);
+    int fd = __atomic_load_n(&listen_fd, __ATOMIC_RELAXED);
+    if (fd >= 0) shutdown(fd, SHUT_RDWR);
+}
+
 /* A fork child has no server thread: forget it, and close the copies of its descriptors (the
  * socket file stays the parent's). close() would spare them: they are still guarded. The
  * child's writer thread starts the child's own server. */

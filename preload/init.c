@@ -122,7 +122,7 @@ static void start_clocks(void)
 static void print_summary(void)
 {
     int failed = ftr_writer_failed();
-    uint64_t lost = end_info.lost;
+    uint64_t lost = ftr_writer_end_lost();
     if (failed)
         ftr_msg("writing %s failed (%s): %llu bytes of trace lost", ftr_cfg.output,
                 strerror(failed), (unsigned long long)ftr_writer_dropped());
@@ -152,8 +152,6 @@ int ftr_finish(uint32_t how, int code)
     ftr_tls.in_slow = 1; /* this thread records nothing more */
     fill_end(how, code);
     ftr_control_cleanup();
-    end_info.lost = ftr_lost_events();
-    end_info.overruns = ftr_overrun_calls();
     ftr_writer_stop(&end_info);
     if (how != FTR_END_EXEC) print_summary();
     return 1;
@@ -189,8 +187,6 @@ const struct ftr_end_info *ftr_end_orphaned(void)
     atomic_store(&ftr_hot.recording, 0);
     fill_end(FTR_END_EXIT, 0);
     ftr_control_cleanup();
-    end_info.lost = ftr_lost_events();
-    end_info.overruns = ftr_overrun_calls();
     return &end_info;
 }
 
@@ -356,9 +352,23 @@ __attribute__((destructor)) static void ftr_fini(void)
 }
 
 /* _exit() skips atexit handlers and destructors; the trace must still be complete. */
+/* _exit() is called from signal handlers and from code that holds any lock: it finishes the
+ * trace with no lock (the writer is woken through its futex and waited for, bounded) and never
+ * waits for a control request. A vfork child shares our memory and does nothing here. */
+static void finish_fast(uint32_t how, int code)
+{
+    if (!ftr_g.ready || (uint32_t)getpid() != ftr_g.pid || atomic_exchange(&ended, 1)) return;
+    atomic_store(&ftr_hot.recording, 0);
+    ftr_tls.in_slow = 1;
+    fill_end(how, code);
+    ftr_control_cleanup_fast();
+    ftr_writer_stop_from_signal(&end_info); /* the writer counts what was lost itself */
+    print_summary();
+}
+
 __attribute__((visibility("default"), noreturn)) void _exit(int status)
 {
-    ftr_finish(FTR_END_EXIT, status);
+    finish_fast(FTR_END_EXIT, status);
     for (;;)
         syscall(SYS_exit_group, status);
 }

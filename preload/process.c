@@ -20,12 +20,14 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ftr_env.h"
@@ -215,4 +217,30 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
     if (!real_posix_spawnp) return ENOSYS;
     SESSION_ENVP(envp, env);
     return real_posix_spawnp(pid, file, fa, attr, argv, env);
+}
+
+/* daemon(): glibc's parent leaves through its internal _exit, which no wrapper sees, and would
+ * lose all it recorded. The same steps, with our fork and our _exit. */
+EXPORT int daemon(int nochdir, int noclose)
+{
+    pid_t p = fork();
+    if (p < 0) return -1;
+    if (p > 0) _exit(0);
+    if (setsid() < 0) return -1;
+    if (!nochdir && chdir("/") < 0) return -1;
+    if (!noclose) {
+        int fd = open("/dev/null", O_RDWR);
+        if (fd < 0) return -1;
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISCHR(st.st_mode)) {
+            close(fd);
+            errno = ENODEV;
+            return -1;
+        }
+        dup2(fd, 0);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        if (fd > 2) close(fd);
+    }
+    return 0;
 }

@@ -358,8 +358,10 @@ void ftr_sigguard_chain(int sig, siginfo_t *si, void *uc)
         return;
     }
     /* ours, reinstalled by a program that read it with a raw system call: what is below us */
-    if (a.sa_handler == SIG_DFL || (void *)a.sa_handler == atomic_load(&ours_fn[i]))
-        return default_action(sig);
+    if (a.sa_handler == SIG_DFL || (void *)a.sa_handler == atomic_load(&ours_fn[i])) {
+        default_action(sig);
+        return;
+    }
     if (a.sa_flags & SA_RESETHAND) { /* the kernel resets the handler only */
         struct sigaction d = a;
         d.sa_handler = SIG_DFL;

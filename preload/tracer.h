@@ -197,7 +197,8 @@ extern uint32_t ftr_writer_tid FTR_HIDDEN;
 uint64_t ftr_writer_bytes(void) FTR_HIDDEN;
 uint64_t ftr_writer_events(void) FTR_HIDDEN;
 uint64_t ftr_writer_calls(void) FTR_HIDDEN;
-uint64_t ftr_writer_passes(void) FTR_HIDDEN; /* partial-flush passes done so far */
+uint64_t ftr_writer_passes(void) FTR_HIDDEN;   /* partial-flush passes done so far */
+uint64_t ftr_writer_end_lost(void) FTR_HIDDEN; /* events lost, once the END chunk is written */
 
 /* The tracer's own memory for large or temporary arrays: anonymous mmap, zeroed; never the
  * program's allocator. */
@@ -245,6 +246,7 @@ void ftr_status(struct ftr_buf *out) FTR_HIDDEN; /* "key: value" lines (ftrace-c
 void ftr_control_start(void) FTR_HIDDEN;   /* constructor: start the server thread */
 void ftr_control_poll(void) FTR_HIDDEN;    /* writer thread: start it if it is to be (a child) */
 void ftr_control_cleanup(void) FTR_HIDDEN; /* ftr_finish: remove the socket, stop serving */
+void ftr_control_cleanup_fast(void) FTR_HIDDEN; /* the same, with no lock and no wait (_exit) */
 
 /* fdguard.c: the writer holds this lock around its write()s, dup2() onto our number takes it */
 void ftr_fd_lock(void) FTR_HIDDEN;

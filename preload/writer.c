@@ -26,9 +26,11 @@
 uint32_t ftr_writer_tid;
 
 static pthread_t writer_thread;
-static pthread_mutex_t w_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t w_cond = PTHREAD_COND_INITIALIZER;
-static int w_kick, w_running;
+static pthread_mutex_t w_lock = PTHREAD_MUTEX_INITIALIZER; /* w_meta */
+/* Wake-ups: bumped, then FUTEX_WAKE. Lock-free and async-signal-safe, so that a traced thread
+ * whose chunk is full, a signal handler or _exit() can wake the writer from anywhere. */
+static atomic_uint w_seq;
+static int w_running;
 static atomic_int w_stop;     /* read outside w_lock too */
 static atomic_int w_sigstop;  /* a fatal signal asks for the final flush (no locks there) */
 static atomic_int w_done;     /* the END chunk is written */
@@ -44,6 +46,13 @@ static uint64_t bytes_written, bytes_dropped;
 static _Atomic uint64_t events_total, calls_total;
 static int process_written;
 static uint64_t passes;
+
+static uint64_t end_lost; /* events lost, as the END chunk says */
+
+uint64_t ftr_writer_end_lost(void)
+{
+    return end_lost;
+}
 
 uint64_t ftr_writer_passes(void)
 {
@@ -69,19 +78,16 @@ int ftr_writer_failed(void)
 
 void ftr_wake_writer(void)
 {
-    pthread_mutex_lock(&w_lock);
-    w_kick = 1;
-    pthread_cond_signal(&w_cond);
-    pthread_mutex_unlock(&w_lock);
+    atomic_fetch_add(&w_seq, 1);
+    syscall(SYS_futex, &w_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 void ftr_writer_add_meta(const struct ftr_buf *chunks)
 {
     pthread_mutex_lock(&w_lock);
     ftr_buf_append(&w_meta, chunks->data, chunks->len);
-    w_kick = 1;
-    pthread_cond_signal(&w_cond);
     pthread_mutex_unlock(&w_lock);
+    ftr_wake_writer();
 }
 
 static void flush_out(void)
@@ -257,23 +263,20 @@ static void *writer_main(void *arg)
     ftr_control_poll(); /* a fork child's server starts here */
     uint64_t next_flush = mono_ms() + ftr_cfg.flush_ms;
     int leader_gone = 0, orphaned = 0;
+    unsigned seq = atomic_load(&w_seq);
     for (;;) {
-        pthread_mutex_lock(&w_lock);
-        while (!w_kick && !atomic_load(&w_stop)) {
+        while (!atomic_load(&w_stop) && !atomic_load(&w_sigstop) && atomic_load(&w_seq) == seq) {
             uint64_t now = mono_ms();
             if (now >= next_flush) break;
             /* the main thread is gone: look for the end of the last one often */
             uint64_t until = leader_gone && next_flush > now + 5 ? now + 5 : next_flush;
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            uint64_t wait_ns = (until - now) * 1000000u + (uint64_t)ts.tv_nsec;
-            ts.tv_sec += (time_t)(wait_ns / 1000000000u);
-            ts.tv_nsec = (long)(wait_ns % 1000000000u);
-            pthread_cond_timedwait(&w_cond, &w_lock, &ts);
+            struct timespec ts = {(time_t)((until - now) / 1000),
+                                  (long)((until - now) % 1000) * 1000000};
+            syscall(SYS_futex, &w_seq, FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
+            if (leader_gone) break;
         }
+        seq = atomic_load(&w_seq); /* wake-ups from here on are for the next pass */
         int stop = atomic_load(&w_stop) || atomic_load(&w_sigstop);
-        w_kick = 0;
-        pthread_mutex_unlock(&w_lock);
 
         uint64_t now = mono_ms();
         int partial = stop || now >= next_flush;
@@ -296,6 +299,9 @@ static void *writer_main(void *arg)
     struct ftr_end_info end = *w_end;
     end.events = events_total;
     end.calls = calls_total;
+    end.lost = ftr_lost_events();
+    end.overruns = ftr_overrun_calls();
+    end_lost = end.lost;
     ftr_enc_end(enc, ftr_g.pid, &end, &out);
     flush_out();
     atomic_store(&w_done, 1);
@@ -310,10 +316,9 @@ void ftr_writer_reset(int after_fork)
 {
     if (after_fork) {
         pthread_mutex_init(&w_lock, NULL);
-        pthread_cond_init(&w_cond, NULL);
         enc = NULL; /* the parent's writer may have been inside it: start afresh (leaked) */
     }
-    w_kick = w_running = 0;
+    w_running = 0;
     atomic_store(&w_stop, 0);
     atomic_store(&w_sigstop, 0);
     atomic_store(&w_done, 0);
@@ -353,11 +358,9 @@ int ftr_writer_start(char *err, size_t errlen)
 void ftr_writer_stop(const struct ftr_end_info *end)
 {
     if (!w_running) return;
-    pthread_mutex_lock(&w_lock);
     w_end = end;
     atomic_store(&w_stop, 1);
-    pthread_cond_signal(&w_cond);
-    pthread_mutex_unlock(&w_lock);
+    ftr_wake_writer();
     pthread_join(writer_thread, NULL);
     w_running = 0;
 }
@@ -370,6 +373,7 @@ void ftr_writer_stop_from_signal(const struct ftr_end_info *end)
     if (!w_running) return;
     w_end = end;
     atomic_store(&w_sigstop, 1);
+    ftr_wake_writer();
     for (int i = 0; i < 40 && !atomic_load(&w_done); i++) {
         struct timespec ts = {0, 50 * 1000 * 1000};
         syscall(SYS_futex, &w_done, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);

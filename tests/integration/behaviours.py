@@ -279,6 +279,18 @@ def check_parent_only(r):
     assert_trees(list(p.folded.values()), [want], list(p.open.values()), [])
 
 
+def check_daemon(r):
+    """The parent's section (it ended inside daemon()) and the daemon's."""
+    parents = [s for s in r.sections if any(t == {"main": 1, "main;parent_work": 2}
+                                            for t in s.folded.values())]
+    assert len(parents) == 1, "no parent section with main;parent_work x 2: %s" % (
+        [[show(t) for t in s.folded.values()] for s in r.sections])
+    daemons = [s for s in r.sections if any(
+        sum(n for k, n in t.items() if k.endswith("child_work")) == 3 for t in s.folded.values())]
+    assert len(daemons) == 1, "no daemon section with child_work x 3: %s" % (
+        [[show(t) for t in s.folded.values()] for s in r.sections])
+
+
 def check_exec(r):
     """Two sections (one per image, same pid): the first image's tree (main and before_exec
     may stay open), the new image's tree exact."""
@@ -401,6 +413,7 @@ CASES = {
     "proc-spawn": Case("bproc.c", ["spawn"], check_parent_only),
     "proc-system": Case("bproc.c", ["system"], check_parent_only),
     "proc-exec": Case("bproc.c", ["exec"], check_exec),
+    "proc-daemon": Case("bproc.c", ["daemon"], check_daemon),
     # 5. libraries
     "lib-needed": Case("blibs.c", ["needed"], exact([{
         "main": 1, "main;lib_outer": 2, "main;lib_outer;lib_inner": 4,

@@ -13,6 +13,10 @@
  *           main;before_exec;child_image_work} (main and before_exec may stay open), new image
  *           {main, main;exec_child_work 3}, each in its own section of the report.
  *   child   (the spawned images) main -> child_image_work; prints a line.
+ *   daemon  main -> parent_work 2, then daemon(1, 1) (noclose: the daemon keeps our stdout,
+ *           so the test waits for it); the daemon runs child_work x 3, prints and returns.
+ *           Trees: the parent {main, main;parent_work 2} (main left open: the parent ends in
+ *           daemon()), the daemon: child_work 3 below what it inherited.
  */
 #define _GNU_SOURCE
 #include <spawn.h>
@@ -110,6 +114,15 @@ int main(int argc, char **argv)
         printf("exec: before\n");
         before_exec();
         return 1;
+    }
+    if (!strcmp(mode, "daemon")) {
+        int s = parent_work(1) + parent_work(2);
+        fflush(stdout);
+        if (daemon(1, 1) < 0) return 9;
+        for (int i = 1; i <= 3; i++)
+            s += child_work(i);
+        printf("daemon: sum %d\n", s);
+        return 84;
     }
     if (!strcmp(mode, "exec-child")) {
         int s = 0;
