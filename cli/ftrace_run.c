@@ -44,6 +44,8 @@ static void usage(FILE *f)
             "      --max-depth N        record calls up to depth N (max_graph_depth)\n"
             "      --threshold T        keep only calls lasting at least T (10us, 1ms; bare: us)\n"
             "      --disabled           start with tracing off (ftrace-ctl PID on)\n"
+            "      --lossless           never drop events: a thread waits while the writer is\n"
+            "                           behind (default: drop them and count them)\n"
             "  -q, --quiet              no summary line on stderr\n"
             "  -h, --help               this help\n"
             "\n"
@@ -126,7 +128,7 @@ static int is_dynamic_elf(const char *path)
 
 int main(int argc, char **argv)
 {
-    enum { OPT_GRAPH = 256, OPT_NOTRACE, OPT_DEPTH, OPT_THRESHOLD, OPT_DISABLED };
+    enum { OPT_GRAPH = 256, OPT_NOTRACE, OPT_DEPTH, OPT_THRESHOLD, OPT_DISABLED, OPT_LOSSLESS };
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'},
         {"filter", required_argument, NULL, 'F'},
@@ -135,6 +137,7 @@ int main(int argc, char **argv)
         {"max-depth", required_argument, NULL, OPT_DEPTH},
         {"threshold", required_argument, NULL, OPT_THRESHOLD},
         {"disabled", no_argument, NULL, OPT_DISABLED},
+        {"lossless", no_argument, NULL, OPT_LOSSLESS},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -184,6 +187,9 @@ int main(int argc, char **argv)
             setenv(ftr_env_name(FTR_ENV_THRESHOLD), optarg, 1);
             break;
         }
+        case OPT_LOSSLESS:
+            setenv(ftr_env_name(FTR_ENV_LOSSLESS), "1", 1);
+            break;
         case OPT_DISABLED:
             setenv(ftr_env_name(FTR_ENV_DISABLED), "1", 1);
             break;

@@ -9,6 +9,7 @@
 #include "text_io.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -49,6 +50,18 @@ int ftr_textio_read(int fd, uint64_t addr, void *buf, size_t len)
         done += (size_t)r;
     }
     return 0;
+}
+
+int ftr_textio_pwrite(int fd, uint64_t addr, const void *buf, size_t len)
+{
+    ssize_t w;
+    do
+        w = pwrite(fd, buf, len, (off_t)addr);
+    while (w < 0 && errno == EINTR);
+    if (w == (ssize_t)len) return 1;
+    if (w < 0 && (errno == EPERM || errno == EACCES || errno == EIO)) return 0;
+    if (w >= 0) errno = EIO;
+    return -1;
 }
 
 int ftr_textio_write(int fd, const struct ftr_piece *pc, size_t n, unsigned *writes)
@@ -132,14 +145,47 @@ int ftr_textio_write_mprotect(const struct ftr_piece *pc, size_t n)
     return 0;
 }
 
+/* One mapping is kept from batch to batch (rewrites are serialised by their callers; a second
+ * one at the same time gets its own): its pages stay faulted in. */
+static void *cache;
+static size_t cache_len;
+static atomic_flag cache_busy = ATOMIC_FLAG_INIT;
+
 void *ftr_textio_scratch(size_t bytes)
 {
-    void *p =
-        mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (!bytes) bytes = 1;
+    if (!atomic_flag_test_and_set(&cache_busy)) {
+        if (cache && cache_len >= bytes) return cache;
+        if (cache) munmap(cache, cache_len);
+        cache_len = (bytes + 0xffff) & ~(size_t)0xffff;
+        cache = mmap(NULL, cache_len, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (cache != MAP_FAILED) return cache;
+        cache = NULL;
+        cache_len = 0;
+        atomic_flag_clear(&cache_busy);
+        return NULL;
+    }
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
 void ftr_textio_scratch_free(void *p, size_t bytes)
 {
-    if (p) munmap(p, bytes ? bytes : 1);
+    if (!p) return;
+    if (p == cache) {
+        atomic_flag_clear(&cache_busy);
+        return;
+    }
+    munmap(p, bytes ? bytes : 1);
+}
+
+void ftr_textio_scratch_keep(void *p)
+{
+    if (p == cache) { /* it stays someone's for good: the next batch maps a new one */
+        cache = NULL;
+        cache_len = 0;
+        atomic_flag_clear(&cache_busy);
+    }
 }

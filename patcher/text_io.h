@@ -35,6 +35,10 @@ void ftr_textio_close(int fd);
  *  caller knows the range is mapped). @return 0, or -1 (a missing page: EIO/EFAULT). */
 int ftr_textio_read(int fd, uint64_t addr, void *buf, size_t len);
 
+/*! ftr_textio_pwrite() : len bytes from buf at addr, through fd (EINTR retried).
+ *  @return 1, 0 refused by the kernel (EPERM, EACCES, EIO), -1 other error (errno). */
+int ftr_textio_pwrite(int fd, uint64_t addr, const void *buf, size_t len);
+
 /*! ftr_textio_write() : writes the n pieces through fd, in runs of up to FTR_TEXTIO_SPAN bytes,
  *  and reads each run back. *writes counts the pwrite() calls.
  *  @return 1 done, 0 the kernel refused forced writes before anything was written (EPERM,
@@ -50,5 +54,7 @@ int ftr_textio_write_mprotect(const struct ftr_piece *pc, size_t n);
  * malloc. */
 void *ftr_textio_scratch(size_t bytes);
 void ftr_textio_scratch_free(void *p, size_t bytes);
+/* p (from ftr_textio_scratch) is never freed: a trap handler may still read it. */
+void ftr_textio_scratch_keep(void *p);
 
 #endif /* FTR_TEXT_IO_H */

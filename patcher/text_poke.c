@@ -49,7 +49,7 @@
 #include "text_io.h"
 
 /* Sites written per breakpoint batch (three serialisations each). */
-#define FTR_POKE_SLICE 1024
+#define FTR_POKE_SLICE 16384
 
 /* ---- the batch being written, as the trap handler sees it ---- */
 struct bp_table {
@@ -153,15 +153,29 @@ int ftr_bp_sync(void)
     return rc;
 }
 
-/* ---- preparing a batch ---- */
+/* ---- preparing a batch ----
+ * The accepted pokes are grouped into spans: runs of nearby sites (gaps of at most SPAN_GAP
+ * bytes, FTR_TEXTIO_SPAN bytes at most) whose live text is read once into an image. Each step
+ * then changes the image and writes whole spans back with one pwrite() each (the bytes between
+ * sites with the value they have: only we write text); a last read checks every span. */
+#define SPAN_GAP 512
+
+struct span {
+    uint64_t lo;
+    uint32_t len;      /* bytes of the image */
+    uint32_t img;      /* offset of its image in batch.image */
+    uint32_t from, to; /* its pokes: batch.order[from, to) */
+};
+
 struct batch {
     void *mem;
     size_t bytes;
-    uint32_t *order; /* poke indices by address */
+    uint32_t *order; /* poke indices by address; after prepare(), the accepted ones */
     uint8_t *ok;     /* per poke index: 1 accepted, 0 refused */
-    struct ftr_piece *pc;
     struct ftr_emu *emu;
-    size_t nok;
+    struct span *span;
+    uint8_t *image;
+    size_t nok, nspan;
 };
 
 static void sift(uint32_t *a, const struct ftr_poke *p, size_t i, size_t n)
@@ -191,54 +205,100 @@ static void sort_by_addr(uint32_t *a, const struct ftr_poke *p, size_t n)
     }
 }
 
-/* Reads the live bytes of every poke (by address, a window of up to FTR_TEXTIO_SPAN bytes per
- * read) and accepts those that match. live: also demands a state the trap handler can emulate. */
+static int same(const uint8_t *a, const uint8_t *b, unsigned n)
+{
+    unsigned d = 0;
+    for (unsigned i = 0; i < n; i++)
+        d |= a[i] ^ b[i];
+    return d == 0;
+}
+
+/* The spans of the sorted pokes order[0, n), into out; @return their number. */
+static size_t group(const struct ftr_poke *p, const uint32_t *order, size_t n, struct span *out)
+{
+    size_t ns = 0;
+    for (size_t k = 0; k < n;) {
+        uint64_t lo = p[order[k]].addr, hi = lo + p[order[k]].len;
+        size_t j = k + 1;
+        for (; j < n; j++) {
+            const struct ftr_poke *q = &p[order[j]];
+            if (q->addr < hi || q->addr - hi > SPAN_GAP || q->addr + q->len - lo > FTR_TEXTIO_SPAN)
+                break; /* (an overlap starts a span of its own: it is refused below) */
+            hi = q->addr + q->len;
+        }
+        out[ns] = (struct span){
+            .lo = lo, .len = (uint32_t)(hi - lo), .from = (uint32_t)k, .to = (uint32_t)j};
+        ns++;
+        k = j;
+    }
+    return ns;
+}
+
+/* Reads the live text of every span and accepts the pokes whose bytes match (a missing page
+ * refuses them). live: also demands a state the trap handler can emulate. */
 static int prepare(const struct ftr_poke *p, size_t n, int fd, int live, struct batch *b)
 {
     memset(b, 0, sizeof *b);
-    size_t bytes = n * (sizeof *b->order + sizeof *b->ok + sizeof *b->pc + sizeof *b->emu) + 64;
-    b->mem = ftr_textio_scratch(bytes);
-    if (!b->mem) return -1;
+    /* one scratch for all: a span's image is at most the sum of its sites and of the gaps
+     * between them, so n * (FTR_SITE_LEN_MAX + SPAN_GAP) bounds every image together (only
+     * what is used is ever touched) */
+    size_t bytes = n * (sizeof *b->emu + sizeof *b->span + sizeof *b->order + sizeof *b->ok +
+                        FTR_SITE_LEN_MAX + SPAN_GAP) +
+                   64;
+    void *mem = ftr_textio_scratch(bytes);
+    if (!mem) return -1;
+    b->mem = mem;
     b->bytes = bytes;
-    b->emu = b->mem;
-    b->pc = (struct ftr_piece *)(b->emu + n);
-    b->order = (uint32_t *)(b->pc + n);
+    b->emu = mem;
+    b->span = (struct span *)(b->emu + n);
+    b->order = (uint32_t *)(b->span + n);
     b->ok = (uint8_t *)(b->order + n);
+    b->image = b->ok + n;
     int sorted = 1;
     for (size_t i = 0; i < n; i++) {
         b->order[i] = (uint32_t)i;
         sorted &= i == 0 || p[i - 1].addr <= p[i].addr;
     }
     if (!sorted) sort_by_addr(b->order, p, n);
+    size_t ns = group(p, b->order, n, b->span);
 
-    uint8_t win[FTR_TEXTIO_SPAN];
-    uint64_t wlo = 0, whi = 0, last_end = 0;
-    for (size_t k = 0; k < n; k++) {
-        const struct ftr_poke *q = &p[b->order[k]];
-        int ok = q->len >= 1 && q->len <= FTR_SITE_LEN_MAX && q->addr >= last_end;
-        struct ftr_emu e;
-        if (ok && live) ok = ftr_x86_emulation(q->bytes, q->len, q->addr, &e) == 0;
-        if (ok && (q->addr < wlo || q->addr + q->len > whi)) {
-            if (fd >= 0) {
-                ssize_t r;
-                do
-                    r = pread(fd, win, sizeof win, (off_t)q->addr);
-                while (r < 0 && errno == EINTR);
-                wlo = q->addr;
-                whi = r > 0 ? wlo + (uint64_t)r : wlo;
-            } else {
-                ftr_textio_read(-1, q->addr, win, q->len);
-                wlo = q->addr;
-                whi = wlo + q->len;
-            }
+    size_t off = 0, nok = 0, nspan = 0;
+    for (size_t si = 0; si < ns; si++) {
+        struct span sp = b->span[si];
+        uint8_t *im = b->image + off;
+        size_t got = sp.len; /* readable bytes from sp.lo */
+        if (fd >= 0) {
+            ssize_t r;
+            do
+                r = pread(fd, im, sp.len, (off_t)sp.lo);
+            while (r < 0 && errno == EINTR);
+            got = r > 0 ? (size_t)r : 0;
+        } else {
+            ftr_textio_read(-1, sp.lo, im, sp.len);
         }
-        ok = ok && q->addr + q->len <= whi && !memcmp(win + (q->addr - wlo), q->expect, q->len);
-        b->ok[b->order[k]] = (uint8_t)ok;
-        if (!ok) continue;
-        last_end = q->addr + q->len;
-        if (live) b->emu[b->nok] = e;
-        b->order[b->nok++] = b->order[k]; /* order now lists the accepted pokes only */
+        size_t first = nok;
+        for (uint32_t k = sp.from; k < sp.to; k++) {
+            const struct ftr_poke *q = &p[b->order[k]];
+            uint64_t at = q->addr - sp.lo;
+            int ok = q->len >= 1 && q->len <= FTR_SITE_LEN_MAX && at + q->len <= got &&
+                     same(im + at, q->expect, q->len) &&
+                     (k == sp.from || q->addr >= p[b->order[k - 1]].addr + p[b->order[k - 1]].len);
+            struct ftr_emu e;
+            if (ok && live) ok = ftr_x86_emulation(q->bytes, q->len, q->addr, &e) == 0;
+            b->ok[b->order[k]] = (uint8_t)ok;
+            if (!ok) continue;
+            if (live) b->emu[nok] = e;
+            b->order[nok++] = b->order[k]; /* the accepted pokes, in address order */
+        }
+        if (nok == first) continue; /* nothing to write here */
+        sp.from = (uint32_t)first;
+        sp.to = (uint32_t)nok;
+        sp.img = (uint32_t)off;
+        b->span[nspan++] = sp;
+        off += sp.len;
     }
+    b->nok = nok;
+    b->nspan = nspan;
     return 0;
 }
 
@@ -253,6 +313,59 @@ static long report_refused(const struct batch *b, size_t n, size_t *bad, size_t 
             if (bad && nbad < badcap) bad[nbad++] = i;
         }
     return refused;
+}
+
+/* What each step puts into the image of the pokes of a span: everything (alone), the int3,
+ * the tails, the first bytes (live). @return 1 when a byte changed. */
+enum { STEP_ALL, STEP_INT3, STEP_TAILS, STEP_FIRST };
+static int apply_step(const struct ftr_poke *p, const struct batch *b, const struct span *sp,
+                      int step)
+{
+    int changed = 0;
+    uint8_t *im = b->image + sp->img;
+    for (uint32_t k = sp->from; k < sp->to; k++) {
+        const struct ftr_poke *q = &p[b->order[k]];
+        uint8_t *at = im + (q->addr - sp->lo);
+        if (same(q->expect, q->bytes, q->len)) continue; /* already in that state */
+        unsigned from = step == STEP_TAILS ? 1 : 0;
+        unsigned to = step == STEP_ALL || step == STEP_TAILS ? q->len : 1;
+        for (unsigned i = from; i < to; i++) {
+            uint8_t v = step == STEP_INT3 ? 0xcc : q->bytes[i];
+            changed |= at[i] != v;
+            at[i] = v;
+        }
+    }
+    return changed;
+}
+
+/* Writes the spans [from, to) whose images changed in this step. @return 1, 0 (the kernel
+ * refused the very first write), -1 (errno). */
+static int write_spans(int fd, const struct ftr_poke *p, struct batch *b, size_t from, size_t to,
+                       int step, unsigned *writes)
+{
+    for (size_t si = from; si < to; si++) {
+        const struct span *sp = &b->span[si];
+        if (!apply_step(p, b, sp, step)) continue;
+        int w = ftr_textio_pwrite(fd, sp->lo, b->image + sp->img, sp->len);
+        if (writes) ++*writes;
+        if (w <= 0) return w == 0 && writes && *writes == 1 ? 0 : -1;
+    }
+    return 1;
+}
+
+/* Every span reads back as its image. @return 1, or -1 (EIO). */
+static int verify(int fd, const struct batch *b, size_t from, size_t to)
+{
+    uint8_t back[FTR_TEXTIO_SPAN];
+    for (size_t si = from; si < to; si++) {
+        const struct span *sp = &b->span[si];
+        if (ftr_textio_read(fd, sp->lo, back, sp->len) < 0 ||
+            !same(back, b->image + sp->img, sp->len)) {
+            errno = EIO;
+            return -1;
+        }
+    }
+    return 1;
 }
 
 static void block_signals(sigset_t *old)
@@ -273,6 +386,24 @@ static void restore_signals(const sigset_t *old)
     syscall(SYS_rt_sigprocmask, SIG_SETMASK, old, NULL, _NSIG / 8);
 }
 
+/* The mprotect fallback writes pieces; built here from the accepted pokes. */
+static int write_mprotect(const struct ftr_poke *p, const struct batch *b)
+{
+    struct ftr_piece pc[64];
+    size_t m = 0;
+    for (size_t k = 0; k < b->nok; k++) {
+        const struct ftr_poke *q = &p[b->order[k]];
+        pc[m].addr = q->addr;
+        pc[m].len = q->len;
+        memcpy(pc[m].bytes, q->bytes, q->len);
+        if (++m == 64 || k + 1 == b->nok) {
+            if (ftr_textio_write_mprotect(pc, m) < 0) return -1;
+            m = 0;
+        }
+    }
+    return 1;
+}
+
 long ftr_text_poke(const struct ftr_poke *p, size_t n, size_t *bad, size_t badcap)
 {
     if (n == 0) return 0;
@@ -282,16 +413,11 @@ long ftr_text_poke(const struct ftr_poke *p, size_t n, size_t *bad, size_t badca
         ftr_textio_close(fd);
         return -1;
     }
-    for (size_t k = 0; k < b.nok; k++) {
-        const struct ftr_poke *q = &p[b.order[k]];
-        b.pc[k].addr = q->addr;
-        b.pc[k].len = q->len;
-        memcpy(b.pc[k].bytes, q->bytes, q->len);
-    }
     sigset_t old;
     block_signals(&old);
-    int w = fd >= 0 ? ftr_textio_write(fd, b.pc, b.nok, NULL) : 0;
-    if (w == 0) w = ftr_textio_write_mprotect(b.pc, b.nok) == 0 ? 1 : -1;
+    int w = fd >= 0 ? write_spans(fd, p, &b, 0, b.nspan, STEP_ALL, &(unsigned){0}) : 0;
+    if (w > 0) w = verify(fd, &b, 0, b.nspan);
+    if (w == 0) w = write_mprotect(p, &b);
     int e = errno;
     restore_signals(&old);
     long refused = report_refused(&b, n, bad, badcap);
@@ -308,38 +434,16 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Fills b->pc with one piece per accepted poke of [from, to) whose bytes change: the int3
- * (step 2), the tails (3) or the first bytes (4). @return the number of pieces. */
-enum { STEP_INT3, STEP_TAILS, STEP_FIRST };
-static size_t pieces(const struct ftr_poke *p, struct batch *b, size_t from, size_t to, int step)
-{
-    size_t m = 0;
-    for (size_t k = from; k < to; k++) {
-        const struct ftr_poke *q = &p[b->order[k]];
-        if (!memcmp(q->expect, q->bytes, q->len)) continue; /* already in that state */
-        struct ftr_piece *pc = &b->pc[m];
-        if (step == STEP_TAILS) {
-            if (!memcmp(q->expect + 1, q->bytes + 1, q->len - 1u)) continue;
-            pc->addr = q->addr + 1;
-            pc->len = (uint8_t)(q->len - 1);
-            memcpy(pc->bytes, q->bytes + 1, pc->len);
-        } else {
-            pc->addr = q->addr;
-            pc->len = 1;
-            pc->bytes[0] = step == STEP_INT3 ? 0xcc : q->bytes[0];
-        }
-        m++;
-    }
-    return m;
-}
-
 /* Takes the table away from the trap handlers; @return 1 when no handler reads it any more
  * (its memory may go), 0 when one is still inside after a while (then it is kept). */
 static int retire(void)
 {
     atomic_store(&current, NULL);
-    for (int spin = 0; atomic_load(&inflight) != 0; spin++) {
-        if (spin > 100000) return 0;
+    uint64_t until = 0;
+    while (atomic_load(&inflight) != 0) {
+        uint64_t now = now_ns();
+        if (!until) until = now + 100 * 1000000u; /* then the memory is left to it */
+        if (now > until) return 0;
         sched_yield();
     }
     return 1;
@@ -367,55 +471,58 @@ long ftr_text_poke_live(const struct ftr_poke *p, size_t n, size_t *bad, size_t 
         return -1;
     }
     uint64_t t0 = now_ns(), traps0 = ftr_bp_traps();
-    int rc = 1, e = 0, gone = 1;
-    /* In slices, as the kernel's batches: a site holds its int3 only while its slice is being
-     * written, so a thread that keeps calling it traps for that long, not for the whole batch. */
-    for (size_t from = 0; from < b.nok && rc > 0; from += FTR_POKE_SLICE) {
-        size_t to = b.nok - from > FTR_POKE_SLICE ? from + FTR_POKE_SLICE : b.nok;
-        tables[0].n = to - from;
-        tables[0].emu = b.emu + from;
+    int rc = 1, gone = 1;
+    /* In slices of whole spans, as the kernel's batches: a site holds its int3 only while its
+     * slice is being written, so a thread that keeps calling it traps for that long. */
+    for (size_t from = 0; from < b.nspan && rc > 0;) {
+        size_t to = from;
+        while (to < b.nspan && b.span[to].to - b.span[from].from < FTR_POKE_SLICE)
+            to++;
+        if (to == from) to++;
+        tables[0].n = b.span[to - 1].to - b.span[from].from;
+        tables[0].emu = b.emu + b.span[from].from;
         atomic_store(&current, &tables[0]); /* the table before any int3 */
         unsigned writes0 = st->writes;
-        size_t m = pieces(p, &b, from, to, STEP_INT3);
-        if (m) {
-            rc = ftr_textio_write(fd, b.pc, m, &st->writes);
-            if (rc > 0) {
+        rc = write_spans(fd, p, &b, from, to, STEP_INT3, &st->writes);
+        if (rc > 0) {
+            ftr_bp_sync();
+            st->syncs++;
+            unsigned w = st->writes;
+            rc = write_spans(fd, p, &b, from, to, STEP_TAILS, &st->writes);
+            if (rc > 0 && st->writes != w) {
                 ftr_bp_sync();
                 st->syncs++;
-                size_t t = pieces(p, &b, from, to, STEP_TAILS);
-                if (t && (rc = ftr_textio_write(fd, b.pc, t, &st->writes)) > 0) {
-                    ftr_bp_sync();
-                    st->syncs++;
-                }
-                if (rc > 0) {
-                    rc = ftr_textio_write(fd, b.pc, pieces(p, &b, from, to, STEP_FIRST),
-                                          &st->writes);
-                    ftr_bp_sync();
-                    st->syncs++;
-                }
             }
-            if (rc < 0 || (rc == 0 && st->writes > writes0 + 1)) {
-                /* Some first bytes may stay int3: the table must outlive them, and the handler
-                 * keeps sending threads on as the new bytes would. No more live batches. */
-                e = rc == 0 ? EIO : errno;
-                tables[1] = tables[0];
-                atomic_store(&wedged, &tables[1]);
-                atomic_store(&current, NULL);
-                ftr_textio_close(fd);
-                errno = e;
-                return -1;
-            }
-            if (rc == 0) e = EPERM; /* the kernel refused the very first write: nothing changed */
+            if (rc > 0) rc = write_spans(fd, p, &b, from, to, STEP_FIRST, &st->writes);
+            ftr_bp_sync();
+            st->syncs++;
+            if (rc > 0) rc = verify(fd, &b, from, to);
+        }
+        if (rc < 0 || (rc == 0 && st->writes > writes0 + 1) || (rc == 0 && from > 0)) {
+            /* Some first bytes may stay int3: the table must outlive them, and the handler
+             * keeps sending threads on as the new bytes would. No more live batches. */
+            int e = rc == 0 ? EIO : errno;
+            tables[1] = tables[0];
+            atomic_store(&wedged, &tables[1]);
+            atomic_store(&current, NULL);
+            ftr_textio_scratch_keep(b.mem);
+            ftr_textio_close(fd);
+            errno = e;
+            return -1;
         }
         gone &= retire();
+        from = to;
     }
     st->ns = now_ns() - t0;
     st->traps = ftr_bp_traps() - traps0;
     long refused = report_refused(&b, n, bad, badcap);
-    if (gone) ftr_textio_scratch_free(b.mem, b.bytes); /* else a slow handler may still read it */
+    if (gone) /* else a slow handler may still read it: never freed */
+        ftr_textio_scratch_free(b.mem, b.bytes);
+    else
+        ftr_textio_scratch_keep(b.mem);
     ftr_textio_close(fd);
-    if (rc <= 0) {
-        errno = e;
+    if (rc == 0) { /* the kernel refused the very first write: nothing changed */
+        errno = EPERM;
         return -1;
     }
     return refused;

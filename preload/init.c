@@ -89,6 +89,7 @@ static void read_config(void)
     ftr_cfg.flush_ms = (unsigned)env_long(FTR_ENV_FLUSH_MS, 50, 1, 60000);
     ftr_cfg.shadow_entries = (size_t)env_long(FTR_ENV_DEPTH_MAX, 16384, 64, 1 << 24);
     ftr_cfg.stw_signal = (int)env_long(FTR_ENV_SIGNAL, SIGRTMIN + 7, SIGRTMIN + 2, SIGRTMAX);
+    ftr_cfg.lossless = (int)env_long(FTR_ENV_LOSSLESS, 0, 0, 1);
 }
 
 /* The command line, read back from /proc (the constructor is not given argv portably). */

@@ -30,7 +30,7 @@ static size_t chunks_allocated;
 static pthread_key_t thread_key;
 static uint64_t lost_ended, overruns_ended; /* of threads that ended (under reg_lock) */
 
-#define POOL_MAX_BYTES (256u << 20) /* past this, a thread waits for a writer that is behind */
+#define POOL_MAX_BYTES (256u << 20) /* past this, events are dropped while the writer is behind */
 
 static size_t chunk_size(void)
 {
@@ -41,7 +41,7 @@ static size_t chunk_size(void)
  * did not free one in time (the caller then loses events). */
 static struct ftr_chunk *chunk_get_locked(void)
 {
-    for (int tries = 0;; tries++) {
+    for (;;) {
         if (free_chunks) {
             struct ftr_chunk *c = free_chunks;
             free_chunks = c->next;
@@ -58,8 +58,13 @@ static struct ftr_chunk *chunk_get_locked(void)
             chunks_allocated++;
             return c;
         }
-        if (tries == 20) return NULL;
-        /* The writer is behind: wait for it rather than lose events. */
+        /* The writer is behind. The kernel's ring buffer never blocks the traced code, and
+         * neither do we: the events are dropped and counted (a LOST event marks the gap). Only
+         * in lossless mode (FTRACE_LOSSLESS) does the thread wait for the writer. */
+        if (!ftr_cfg.lossless) {
+            ftr_wake_writer();
+            return NULL;
+        }
         ftr_wake_writer();
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);

@@ -98,6 +98,7 @@ struct ftr_config {
     int zstd_level;
     unsigned flush_ms;
     int stw_signal;
+    int lossless; /* FTRACE_LOSSLESS: wait for the writer rather than drop events */
     char output[4096];
 };
 extern struct ftr_config ftr_cfg FTR_HIDDEN;

@@ -46,6 +46,7 @@ CASES = [
     (["--threshold", "1s"], {"FTRACE_THRESHOLD": "1s"}, None),  # every call is shorter
     (["--threshold", "0"], {"FTRACE_THRESHOLD": "0"}, FULL),
     (["--disabled"], {"FTRACE_DISABLED": "1"}, None),
+    (["--lossless"], {"FTRACE_LOSSLESS": "1"}, FULL),
     ([], {}, FULL),
 ]
 
