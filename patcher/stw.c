@@ -49,7 +49,7 @@
 #define GEN_MASK 0xffff
 /* a thread running with the signal blocked is waited for this long (a thread being started
  * unblocks within microseconds; one that blocks it for good makes the handshake fail soon) */
-#define BLOCKED_GRACE_NS (200 * 1000 * 1000ull)
+#define BLOCKED_GRACE_NS (50 * 1000 * 1000ull) /* of the thread's own CPU time */
 
 static int stw_signo;
 static void (*chain_fn)(int, siginfo_t *, void *); /* the program's handler, if registered */
@@ -66,6 +66,7 @@ static pid_t tids[MAX_TRACKED];
 static atomic_int acked[MAX_TRACKED];
 static uint64_t asleep_switches[MAX_TRACKED]; /* context switches of a thread left asleep; 0: not */
 static uint8_t blocking[MAX_TRACKED];         /* it had the signal blocked when signalled */
+static uint64_t blocking_cpu[MAX_TRACKED];    /* and had run this long (ns) */
 static atomic_int ntids; /* published before the signal is sent: the handler scans tids */
 static pid_t ignored[MAX_IGNORED];
 static int nignored;
@@ -221,6 +222,14 @@ static int sig_in_mask(const char *text, const char *key, int sig)
     return sig >= 1 && sig <= 64 && (m >> (sig - 1)) & 1;
 }
 
+/* Time the thread has spent on a CPU (ns; /proc/.../schedstat), 0 when unknown. */
+static uint64_t cpu_ns(pid_t tid)
+{
+    char buf[128];
+    if (read_proc(tid, "schedstat", buf, sizeof buf) <= 0) return 0;
+    return strtoull(buf, NULL, 10);
+}
+
 /* A thread blocked in a system call runs no user code until it returns, and on its way back the
  * kernel serialises its instruction stream (membarrier SYNC_CORE): it is left asleep instead of
  * being signalled, because a handler would make calls like poll(), epoll_wait(), nanosleep()
@@ -313,6 +322,7 @@ static int signal_new_threads(int gen, pid_t self)
             int i = atomic_load(&ntids);
             asleep_switches[i] = ti.switches;
             blocking[i] = (uint8_t)ti.blocked;
+            if (ti.blocked) blocking_cpu[i] = cpu_ns(tid);
             atomic_store(&acked[i], ti.st != T_RUN);
             tids[i] = tid;
             atomic_store(&ntids, i + 1);
@@ -382,7 +392,6 @@ static int thread_alive(pid_t tid)
  * answer in time. */
 static pid_t wait_parked(uint64_t deadline)
 {
-    uint64_t grace = now_ns() + BLOCKED_GRACE_NS;
     for (;;) {
         int missing = 0, all_blocking = 1;
         pid_t culprit = 0;
@@ -403,19 +412,21 @@ static pid_t wait_parked(uint64_t deadline)
                         atomic_store(&acked[i], 1);
                         continue;
                     }
+                    /* a thread still starting has not run yet: only its own CPU time counts */
+                    if (cpu_ns(tids[i]) - blocking_cpu[i] < BLOCKED_GRACE_NS) all_blocking = 0;
+                } else {
+                    all_blocking = 0;
                 }
                 missing++;
                 culprit = tids[i];
-                all_blocking &= blocking[i];
             }
         }
         if (!missing) return 0;
-        uint64_t now = now_ns();
-        if (all_blocking && now > grace) {
+        if (all_blocking) {
             snprintf(cannot, sizeof cannot, "thread %d blocks signal %d", (int)culprit, stw_signo);
             return culprit;
         }
-        if (now > deadline) return culprit;
+        if (now_ns() > deadline) return culprit;
         int seen = atomic_load(&n_parked);
         struct timespec ts = {0, 200 * 1000};
         futex(&n_parked, FUTEX_WAIT_PRIVATE, seen, &ts);

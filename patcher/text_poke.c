@@ -60,6 +60,7 @@ static struct bp_table tables[2];          /* [0] the live batch, [1] a batch le
 static _Atomic(struct bp_table *) current; /* &tables[0] while a batch runs, else NULL */
 static _Atomic(struct bp_table *) wedged;  /* a batch whose int3s could not all be removed */
 static atomic_int inflight;                /* trap handlers reading a table now */
+static atomic_uint table_seq;              /* bumped when a table is published or retired */
 static atomic_ullong ntraps;
 static int have_sync_core;
 
@@ -76,33 +77,49 @@ static const struct ftr_emu *lookup(const struct bp_table *t, uint64_t addr)
     return lo < t->n && t->emu[lo].addr == addr ? &t->emu[lo] : NULL;
 }
 
-int ftr_bp_trap(const void *siginfo, void *ucontext)
+/* Not instrumented by sanitizers: it writes below another context's stack pointer (what the
+ * emulated call pushes), memory a sanitizer may still hold poisoned from frames that were
+ * there before. */
+__attribute__((no_sanitize("address", "undefined"))) int ftr_bp_trap(const void *siginfo,
+                                                                     void *ucontext)
 {
     const siginfo_t *si = siginfo;
     ucontext_t *uc = ucontext;
     if (si->si_code != SI_KERNEL) return 0; /* int3 raises SIGTRAP with SI_KERNEL */
     uint64_t addr = (uint64_t)uc->uc_mcontext.gregs[REG_RIP] - 1;
+    const volatile uint8_t *code = (const volatile uint8_t *)(uintptr_t)addr;
+    greg_t *g = uc->uc_mcontext.gregs;
     int ours = 0;
     atomic_fetch_add(&inflight, 1);
-    const volatile uint8_t *code = (const volatile uint8_t *)(uintptr_t)addr;
-    const struct ftr_emu *e = NULL;
-    struct bp_table *t = atomic_load(&current);
-    if (t) e = lookup(t, addr);
-    if (!e && (t = atomic_load(&wedged)) != NULL) e = lookup(t, addr);
-    if (e && code[0] == 0xcc) {
-        greg_t *g = uc->uc_mcontext.gregs;
-        if (e->kind == FTR_EMU_CALL) {
-            uint64_t sp = (uint64_t)g[REG_RSP] - 8; /* what the call would have pushed */
-            *(volatile uint64_t *)(uintptr_t)sp = e->next;
-            g[REG_RSP] = (greg_t)sp;
+    /* The byte, then the tables, then the sequence again: a table is published before its
+     * int3s are written and retired after they are gone, each time bumping table_seq. So an
+     * int3 read between two equal sequence numbers with no table holding it is not ours; with
+     * different ones, a batch began or ended meanwhile: look again. */
+    for (int tries = 0; tries < 64; tries++) {
+        unsigned seq = atomic_load(&table_seq);
+        uint8_t b = code[0];
+        if (b != 0xcc) {
+            /* The int3 that trapped is gone: one of ours, removed since (a program's own int3s
+             * stay; `int $3` is cd 03). Run the site's final bytes. */
+            ours = !(b == 0x03 && (addr & 0xfff) && code[-1] == 0xcd);
+            if (ours) g[REG_RIP] = (greg_t)addr;
+            break;
         }
-        g[REG_RIP] = (greg_t)e->target;
-        ours = 1;
-    } else if (code[0] != 0xcc && !(code[0] == 0x03 && (addr & 0xfff) && code[-1] == 0xcd)) {
-        /* The int3 that trapped is gone: one of ours, removed since (a program's own int3s stay;
-         * `int $3` is cd 03). Run the site's final bytes. */
-        uc->uc_mcontext.gregs[REG_RIP] = (greg_t)addr;
-        ours = 1;
+        const struct ftr_emu *e = NULL;
+        struct bp_table *t = atomic_load(&current);
+        if (t) e = lookup(t, addr);
+        if (!e && (t = atomic_load(&wedged)) != NULL) e = lookup(t, addr);
+        if (e) {
+            if (e->kind == FTR_EMU_CALL) {
+                uint64_t sp = (uint64_t)g[REG_RSP] - 8; /* what the call would have pushed */
+                *(volatile uint64_t *)(uintptr_t)sp = e->next;
+                g[REG_RSP] = (greg_t)sp;
+            }
+            g[REG_RIP] = (greg_t)e->target;
+            ours = 1;
+            break;
+        }
+        if (atomic_load(&table_seq) == seq) break; /* a program's own int3 */
     }
     atomic_fetch_sub(&inflight, 1);
     if (ours) atomic_fetch_add_explicit(&ntraps, 1, memory_order_relaxed);
@@ -439,6 +456,7 @@ static uint64_t now_ns(void)
 static int retire(void)
 {
     atomic_store(&current, NULL);
+    atomic_fetch_add(&table_seq, 1);
     uint64_t until = 0;
     while (atomic_load(&inflight) != 0) {
         uint64_t now = now_ns();
@@ -482,6 +500,7 @@ long ftr_text_poke_live(const struct ftr_poke *p, size_t n, size_t *bad, size_t 
         tables[0].n = b.span[to - 1].to - b.span[from].from;
         tables[0].emu = b.emu + b.span[from].from;
         atomic_store(&current, &tables[0]); /* the table before any int3 */
+        atomic_fetch_add(&table_seq, 1);
         unsigned writes0 = st->writes;
         rc = write_spans(fd, p, &b, from, to, STEP_INT3, &st->writes);
         if (rc > 0) {

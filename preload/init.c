@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
@@ -57,11 +58,29 @@ uint32_t ftr_xsave_size;
 
 /* Size of the xsave area for every state component the OS enabled (cpuid 0xd, ebx), plus room
  * for the alignment ftr_call_saving() applies. */
+uint8_t ftr_have_xsavec;
+uint64_t ftr_slow_area_size;
+__thread void *ftr_slow_area __attribute__((tls_model("initial-exec")));
+__thread uint32_t ftr_slow_busy __attribute__((tls_model("initial-exec")));
+
+#define SLOW_STACK_BYTES (64 * 1024) /* what the slow paths' C code may use */
+
 void ftr_xsave_init(void)
 {
     unsigned a, b, c, d;
     __cpuid_count(0xd, 0, a, b, c, d);
     ftr_xsave_size = b + 64;
+    __cpuid_count(0xd, 1, a, b, c, d);
+    ftr_have_xsavec = (a >> 1) & 1;
+    ftr_slow_area_size = ((uint64_t)ftr_xsave_size + SLOW_STACK_BYTES + 4095) & ~4095ull;
+}
+
+void ftr_slow_area_free(void)
+{
+    void *a = ftr_slow_area;
+    if (!a || ftr_slow_busy) return;
+    ftr_slow_area = NULL;
+    munmap(a, ftr_slow_area_size);
 }
 
 static long env_long(enum ftr_env_id id, long dflt, long lo, long hi)

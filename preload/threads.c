@@ -128,6 +128,7 @@ static void thread_destructor(void *arg)
     t->shadow_base = t->shadow_end = t->top = NULL;
     free(t->grave);
     t->grave = NULL;
+    ftr_slow_area_free();
     ftr_wake_writer();
 }
 

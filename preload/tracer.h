@@ -125,7 +125,13 @@ void ftr_tramp_return(void) FTR_HIDDEN; /* hooked return addresses point here */
 /* Calls fn(arg) with every vector/x87 register saved (xsave): lets general-register-only code
  * call into libc. */
 void ftr_call_saving(void (*fn)(void *), void *arg) FTR_HIDDEN;
-extern uint32_t ftr_xsave_size FTR_HIDDEN; /* set by ftr_xsave_init() */
+extern uint32_t ftr_xsave_size FTR_HIDDEN;     /* set by ftr_xsave_init() */
+extern uint8_t ftr_have_xsavec FTR_HIDDEN;     /* XSAVEC: only components in use, compacted */
+extern uint64_t ftr_slow_area_size FTR_HIDDEN; /* the xsave image + the slow-path stack */
+/* this thread's slow-path area (NULL until its first slow path) and its nesting count */
+extern __thread void *ftr_slow_area __attribute__((tls_model("initial-exec"))) FTR_HIDDEN;
+extern __thread uint32_t ftr_slow_busy __attribute__((tls_model("initial-exec"))) FTR_HIDDEN;
+void ftr_slow_area_free(void) FTR_HIDDEN; /* at the thread's end */
 void ftr_xsave_init(void) FTR_HIDDEN;
 
 /* hooks.c (called from the trampolines) */

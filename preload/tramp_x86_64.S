@@ -102,7 +102,13 @@ GLOBAL_HIDDEN(ftr_tramp_return)
     jmp *%r11
 END(ftr_tramp_return)
 
-/* void ftr_call_saving(void (*fn)(void *), void *arg): fn(arg) with all extended state saved. */
+/* void ftr_call_saving(void (*fn)(void *), void *arg): fn(arg) with all extended state saved,
+ * on the thread's private slow-path area (ftr_slow_area, mapped here with a raw mmap system
+ * call the first time: no libc, so that it works inside any signal handler): the xsave image
+ * at its start, then a stack of its own. The caller's stack may be a small sigaltstack that
+ * neither an 11 KiB xsave image (AMX) nor the slow path's C code would fit on. XSAVEC saves
+ * only the components in use, compacted. A nested call (a signal handler that lands inside
+ * the slow path) finds the area busy and falls back to saving on its own stack. */
 GLOBAL_HIDDEN(ftr_call_saving)
     .cfi_startproc
     push %rbp
@@ -112,29 +118,57 @@ GLOBAL_HIDDEN(ftr_call_saving)
     .cfi_def_cfa_register %rbp
     push %rbx
     push %r12
+    push %r13
+    push %r14
     mov %rdi, %r12                 /* fn */
-    mov %rsi, %rbx                 /* arg (rbx, r12 are callee-saved: survive the loop) */
+    mov %rsi, %rbx                 /* arg (rbx, r12-r14 are callee-saved: survive the call) */
+    movq ftr_slow_busy@GOTTPOFF(%rip), %r14
+    addl $1, %fs:(%r14)            /* one instruction: atomic against our own signal handlers */
+    cmpl $1, %fs:(%r14)
+    jne 3f                         /* nested: the area is in use */
+    movq ftr_slow_area@GOTTPOFF(%rip), %r13
+    mov %fs:(%r13), %rax
+    test %rax, %rax
+    jnz 2f
+    mov $9, %eax                   /* mmap(NULL, size, RW, PRIVATE|ANONYMOUS, -1, 0) */
+    xor %edi, %edi
+    mov ftr_slow_area_size(%rip), %rsi
+    mov $3, %edx
+    mov $0x22, %r10d
+    mov $-1, %r8
+    xor %r9d, %r9d
+    syscall
+    cmp $-4096, %rax
+    ja 3f                          /* no memory: the old way, on this stack */
+    mov %rax, %fs:(%r13)
+2:  /* rax: the area. The xsave image at its start, the stack at its end. */
+    mov %rax, %r13
+    mov ftr_slow_area_size(%rip), %rcx
+    lea (%rax,%rcx), %rsp
+    and $-64, %rsp
+    mov %r13, %rdi
+    call save_state
+    mov %rbx, %rdi
+    call *%r12
+    mov %r13, %rdi
+    call restore_state
+    jmp 4f
+3:  /* on this stack */
     mov ftr_xsave_size(%rip), %ecx
     sub %rcx, %rsp
     and $-64, %rsp
-    /* zero the xsave header (bytes 512..575): xrstor faults on a dirty one */
-    xor %eax, %eax
-    mov %rsp, %rdi
-    add $512, %rdi
-    mov $8, %ecx
-1:  mov %rax, (%rdi)
-    add $8, %rdi
-    dec %ecx
-    jnz 1b
-    mov $-1, %eax
-    mov $-1, %edx
-    xsave64 (%rsp)
+    mov %rsp, %r13
+    sub $16, %rsp                  /* keep the image out of the calls' way */
+    mov %r13, %rdi
+    call save_state
     mov %rbx, %rdi
     call *%r12
-    mov $-1, %eax
-    mov $-1, %edx
-    xrstor64 (%rsp)
-    lea -16(%rbp), %rsp
+    mov %r13, %rdi
+    call restore_state
+4:  subl $1, %fs:(%r14)
+    lea -32(%rbp), %rsp
+    pop %r14
+    pop %r13
     pop %r12
     pop %rbx
     pop %rbp
@@ -142,6 +176,43 @@ GLOBAL_HIDDEN(ftr_call_saving)
     ret
     .cfi_endproc
 END(ftr_call_saving)
+
+/* save_state(image in rdi, 64-byte aligned): every enabled component in use. Clobbers rax,
+ * rcx, rdx, rdi. restore_state(image in rdi): back. */
+    .type save_state, @function
+save_state:
+    .cfi_startproc
+    /* zero the legacy area's header part (bytes 512..575): xrstor faults on a dirty one */
+    xor %eax, %eax
+    lea 512(%rdi), %rcx
+    mov %rax, (%rcx)
+    mov %rax, 8(%rcx)
+    mov %rax, 16(%rcx)
+    mov %rax, 24(%rcx)
+    mov %rax, 32(%rcx)
+    mov %rax, 40(%rcx)
+    mov %rax, 48(%rcx)
+    mov %rax, 56(%rcx)
+    mov $-1, %eax
+    mov $-1, %edx
+    cmpb $0, ftr_have_xsavec(%rip)
+    je 1f
+    xsavec64 (%rdi)
+    ret
+1:  xsave64 (%rdi)
+    ret
+    .cfi_endproc
+    .size save_state, . - save_state
+
+    .type restore_state, @function
+restore_state:
+    .cfi_startproc
+    mov $-1, %eax
+    mov $-1, %edx
+    xrstor64 (%rdi)
+    ret
+    .cfi_endproc
+    .size restore_state, . - restore_state
 
 /* The hook symbols the compiler's instrumentation calls. Sites we patched never reach these;
  * sites we left alone (unknown shape, or before patching) call them and return at once. */

@@ -386,6 +386,8 @@ CASES = {
         "main;fault1;bad_access;segv_handler": 2,
         "main;fault1;bad_access;segv_handler;handler_work": 2, "main;after_jump": 2}])),
     # 3. non-local exits
+    "signals-smallalt": Case("bsignals.c", ["smallalt"], exact(
+        [{"main": 1}, {"small_work": 1, "small_work;handler_work": 5}])),
     "jmp-longjmp": Case("bjmp.c", ["longjmp"], exact([jump_tree()])),
     "jmp-siglongjmp": Case("bjmp.c", ["siglongjmp"], exact([jump_tree()])),
     "jmp-longjmp-chk": Case("bjmp.c", ["longjmp"], exact([jump_tree()]),

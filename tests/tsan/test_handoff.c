@@ -40,6 +40,7 @@ struct ftr_process_info ftr_process;
 uint64_t ftr_start_raw_ns;
 uint8_t *ftr_site_flags;
 uint32_t ftr_xsave_size;
+void ftr_slow_area_free(void) {}
 
 void ftr_tramp_return(void)
 {

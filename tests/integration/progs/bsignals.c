@@ -17,6 +17,11 @@
  *              siglongjmp back into main, which calls after_jump (depth 1). Nothing stays open.
  *   segv       2 times: main -> fault1 -> bad_access faults; segv_handler -> handler_work, then
  *              siglongjmp to main, which prints "recovered" and calls after_jump (depth 1).
+ *   smallalt   a thread whose start routine is not traced sets a small sigaltstack
+ *              (_SC_MINSIGSTKSZ + 1 KiB, a guard page below) and raises SIGUSR1; the handler's
+ *              small_work -> handler_work x 5 is the thread's first traced call, so the
+ *              tracer's set-up of the thread runs there, on that small stack.
+ *              trees: main {main}; thread {small_work, small_work;handler_work 5}
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -26,12 +31,21 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/time.h>
+#include <unistd.h>
 #include "behave.h"
 
 static volatile long sink;
 static volatile sig_atomic_t delivered, worked;
-NOINLINE void handler_work(void) { sink++; worked++; }
-NOINLINE long spin_fn(long x) { sink += x; return x + 1; }
+NOINLINE void handler_work(void)
+{
+    sink++;
+    worked++;
+}
+NOINLINE long spin_fn(long x)
+{
+    sink += x;
+    return x + 1;
+}
 NOINLINE long loop(void)
 {
     long x = 0;
@@ -44,8 +58,7 @@ NOINLINE long loop(void)
 NOINLINE void handler(int sig)
 {
     (void)sig;
-    if (worked < 20)
-        handler_work();
+    if (worked < 20) handler_work();
     delivered++;
 }
 static pthread_t main_thread;
@@ -101,8 +114,7 @@ NOINLINE void on_alt(int sig)
 {
     (void)sig;
     char here;
-    if (&here >= alt_lo && &here < alt_hi)
-        on_alt_stack++;
+    if (&here >= alt_lo && &here < alt_hi) on_alt_stack++;
     handler_work();
     NOTAIL();
 }
@@ -111,7 +123,10 @@ NOINLINE void deep(void)
     raise(SIGUSR1);
     NOTAIL();
 }
-NOINLINE void after(void) { sink++; }
+NOINLINE void after(void)
+{
+    sink++;
+}
 NOINLINE void run_alt(char *stack, size_t size)
 {
     stack_t ss = {.ss_sp = stack, .ss_size = size, .ss_flags = 0};
@@ -141,8 +156,8 @@ NOINLINE int m_altstack(void)
     sa.sa_flags = SA_ONSTACK;
     sigaction(SIGUSR1, &sa, NULL);
     /* main thread: an alternate stack in the heap/mmap area, below the main stack */
-    char *mainalt = mmap(NULL, ALT_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                         -1, 0);
+    char *mainalt =
+        mmap(NULL, ALT_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     run_alt(mainalt, ALT_SIZE);
     /* a thread whose alternate stack lies just above its own stack */
     char *region = mmap(NULL, THREAD_STACK + ALT_SIZE, PROT_READ | PROT_WRITE,
@@ -175,7 +190,10 @@ NOINLINE void level1(void)
     level2();
     NOTAIL();
 }
-NOINLINE void after_jump(void) { sink++; }
+NOINLINE void after_jump(void)
+{
+    sink++;
+}
 
 static int *volatile bad_ptr; /* NULL, and the compiler cannot know it */
 NOINLINE void segv_handler(int sig)
@@ -201,6 +219,40 @@ NOTRACE static void set_handler(int sig, void (*fn)(int))
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = fn;
     sigaction(sig, &sa, NULL);
+}
+
+NOINLINE long small_work(void)
+{
+    for (int i = 0; i < 5; i++)
+        handler_work();
+    return (long)worked;
+}
+static volatile long small_got;
+NOTRACE static void small_handler(int sig)
+{
+    (void)sig;
+    small_got = small_work();
+}
+NOTRACE static void *small_thread(void *arg)
+{
+    (void)arg;
+    size_t sz = (size_t)sysconf(_SC_MINSIGSTKSZ) + 1024;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), len = (sz + page - 1) / page * page + page;
+    /* a guard page right below the stack: an overflow faults instead of corrupting memory */
+    char *area = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (area == MAP_FAILED || mprotect(area, page, PROT_NONE) < 0) return NULL;
+    stack_t ss = {.ss_sp = area + page, .ss_size = sz};
+    if (sigaltstack(&ss, NULL) < 0) {
+        perror("sigaltstack");
+        return NULL;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = small_handler;
+    sa.sa_flags = SA_ONSTACK;
+    sigaction(SIGUSR1, &sa, NULL);
+    raise(SIGUSR1);
+    return NULL;
 }
 
 int main(int argc, char **argv)
@@ -242,8 +294,14 @@ int main(int argc, char **argv)
         }
         printf("segv: %d handled\n", (int)worked);
         rc = 45;
+    } else if (!strcmp(mode, "smallalt")) {
+        pthread_t t;
+        pthread_create(&t, NULL, small_thread, NULL);
+        pthread_join(t, NULL);
+        printf("smallalt: handler got %ld\n", (long)small_got);
+        rc = 46;
     } else {
-        fprintf(stderr, "usage: bsignals usr1|alarm|altstack|siglongjmp|segv\n");
+        fprintf(stderr, "usage: bsignals usr1|alarm|altstack|siglongjmp|segv|smallalt\n");
     }
     KEEP(rc);
     return rc;
