@@ -86,7 +86,7 @@ int frp_shaping(const struct frp_opts *o)
 }
 
 /* Whether the filter selects a site's function: by its raw (mangled) name or its demangled
- * one; with including terms either may match, with exclusions only both must pass. */
+ * forms (patcher/filter.c: a term matches when one of them does), and its module. */
 int frp_filter_site(struct frp_report *r, const struct ftr_filter *f, struct frp_process *p,
                     uint32_t site)
 {
@@ -103,14 +103,7 @@ int frp_filter_site(struct frp_report *r, const struct ftr_filter *f, struct frp
     } else {
         raw = frp_site_name(r, p, site).s;
     }
-    int sel = ftr_filter_match_ex(f, module, is_main, raw);
-    char *dem = frp_demangle(raw, FRP_DEMANGLE_SIMPLE);
-    if (dem) {
-        int sel2 = ftr_filter_match_ex(f, module, is_main, dem);
-        sel = ftr_filter_includes(f) ? (sel || sel2) : (sel && sel2);
-        free(dem);
-    }
-    return sel;
+    return ftr_filter_match_ex(f, module, is_main, raw);
 #else
     (void)r;
     (void)f;

@@ -3,7 +3,8 @@
  *
  * Names come from the trace (the SITES chunks, recorded raw at record time), so the report
  * works when the binaries changed or are gone. They are demangled here (libstdc++'s
- * __cxa_demangle) and may carry the module they belong to ("name@libfoo.so").
+ * __cxa_demangle, through patcher/filter.c's ftr_demangle(), which the filters use too) and may
+ * carry the module they belong to ("name@libfoo.so").
  *
  * Module files are opened (libdwfl) only when they are needed: for source lines (--srcline)
  * and for the sites the trace has no symbol for. A file is used only when its build-id is the
@@ -18,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "ftr_filter.h"
 
 /* libstdc++'s demangler (C linkage); -lstdc++ */
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
@@ -52,74 +55,12 @@ const char *frp_module_file(const char *path)
 
 /* ---- demangling ---- */
 
-/* Index just past the last space at nesting depth 0 in s[0..n) (0 when there is none). */
-static size_t after_return_type(const char *s, size_t n)
-{
-    int depth = 0;
-    size_t cut = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '<' || c == '(' || c == '[' || c == '{')
-            depth++;
-        else if ((c == '>' || c == ')' || c == ']' || c == '}') && depth > 0)
-            depth--;
-        else if (c == ' ' && depth == 0)
-            cut = i + 1;
-    }
-    return cut;
-}
-
-/* "ret ns::f<T>(args) const [clone .cold]" -> "ns::f<T>.cold", in place. */
-static void simplify(char *s)
-{
-    size_t n = strlen(s);
-    char *clone = strstr(s, " [clone ");
-    size_t end = clone ? (size_t)(clone - s) : n;
-    /* the parameter list: the parentheses closed by the last ')' before the suffix */
-    size_t close = end;
-    while (close > 0 && s[close - 1] != ')')
-        close--;
-    if (close == 0) return;
-    close--;
-    int depth = 0;
-    size_t open = close + 1;
-    for (size_t i = close + 1; i-- > 0;) {
-        if (s[i] == ')') depth++;
-        if (s[i] == '(' && --depth == 0) {
-            open = i;
-            break;
-        }
-    }
-    if (open > close || open == 0) return;
-    /* the return type of a template function: before the last top-level space, which must
-     * not be part of an operator's name ("operator new", "operator int") */
-    const char *op = strstr(s, "operator");
-    size_t name_end = op && (size_t)(op - s) < open ? (size_t)(op - s) : open;
-    size_t start = after_return_type(s, name_end);
-    size_t len = open - start;
-    memmove(s, s + start, len);
-    /* " [clone .isra.0] [clone .cold]" -> ".isra.0.cold", as the suffixes of C symbols read */
-    for (size_t i = end; clone && i < n;) {
-        if (strncmp(s + i, " [clone ", 8) != 0) break;
-        i += 8;
-        while (i < n && s[i] != ']')
-            s[len++] = s[i++];
-        i++;
-    }
-    s[len] = 0;
-}
-
+/* patcher/filter.c's ftr_demangle(), the one the filters use, with libstdc++'s demangler */
 char *frp_demangle(const char *sym, enum frp_demangle mode)
 {
     if (mode == FRP_DEMANGLE_NONE || !sym || sym[0] != '_' || sym[1] != 'Z') return NULL;
-    int status = -1;
-    char *d = __cxa_demangle(sym, NULL, NULL, &status);
-    if (!d || status != 0) {
-        free(d);
-        return NULL;
-    }
-    if (mode == FRP_DEMANGLE_SIMPLE) simplify(d);
-    return d;
+    ftr_demangle_use(__cxa_demangle);
+    return ftr_demangle(sym, mode == FRP_DEMANGLE_SIMPLE ? FTR_DEMANGLE_NAME : FTR_DEMANGLE_FULL);
 }
 
 /* ---- module files ---- */
@@ -196,6 +137,7 @@ static char *lookup_symbol(struct frp_report *r, const struct frp_process *p,
 
 int frp_report_names(struct frp_report *r, enum frp_demangle mode, int show_module)
 {
+    ftr_demangle_use(__cxa_demangle); /* for the filters too */
     struct frp_names *ns = names_of(r);
     if (!ns) return FTR_E_NOMEM;
     ns->mode = mode;

@@ -7,7 +7,11 @@
  *   self     total minus the time of its callees
  *   average, min, max   over its calls, each call's own inclusive duration
  *
- * Calls still open when their thread ends are closed at the thread's last event.
+ * Calls still open when their thread ends (killed, exit() from inside, a thread still running
+ * when the process ended) have no duration: they are counted apart (column Open, shown when
+ * there are any) and are in none of the times. A recursive function whose outer call is open
+ * has for total the closed calls directly inside the open one (they are not inside one
+ * another).
  * Memory: one row per function (per thread and function with --per-thread), and per live
  * thread its call stack and a small table of the functions it called.
  */
@@ -20,17 +24,20 @@
 
 struct fstat {
     uint64_t calls, total, self, sum, min, max;
+    uint64_t open; /* calls still open at the end: in none of the times */
 };
 
 struct sframe {
     uint32_t func, site;
     uint64_t tsc, child_ns;
-    uint32_t outer; /* no other call of func is open below it in the thread: its slot + 1 */
+    uint64_t nested_ns; /* closed calls of func directly inside this one */
+    uint32_t prev;      /* the frame of the call of func it is inside (index + 1), 0: outer */
+    uint32_t slot;      /* func's slot in the thread's table (unless it grew since) */
 };
 
 struct hent {
     uint32_t func; /* 0: free */
-    uint32_t open; /* a call of it is open in the thread */
+    uint32_t open; /* the innermost open call of it in the thread (frame index + 1), 0: none */
 };
 
 struct sthread {
@@ -177,28 +184,35 @@ static inline uint32_t hfind(struct sthread *t, uint32_t func)
     return hfind_slow(t, func);
 }
 
+/* Pops the thread's innermost call: it returned at tsc, or (open) it is still open at the end
+ * of the trace, and then enters no time. */
 static void close_frame(struct frp_summary *s, struct sthread *t, uint32_t thread, uint64_t tsc,
-                        const struct frp_process *p)
+                        const struct frp_process *p, int open)
 {
     struct sframe *f = &t->f[--t->depth];
-    uint64_t ns = frp_proc_ns(p, tsc >= f->tsc ? tsc - f->tsc : 0);
+    uint32_t i = f->slot; /* its slot, unless the table grew since */
+    if (i >= t->hcap || t->h[i].func != f->func) i = hfind(t, f->func);
+    if (i != UINT32_MAX) t->h[i].open = f->prev;
     struct fstat *st =
         !s->per_thread && f->func < s->nrows ? &s->st[f->func] : row(s, thread, f->func);
-    if (t->depth) t->f[t->depth - 1].child_ns += ns;
-    int outer = f->outer != 0;
-    if (outer) { /* its slot, unless the table grew since */
-        uint32_t i = f->outer - 1;
-        if (i >= t->hcap || t->h[i].func != f->func) i = hfind(t, f->func);
-        t->h[i].open = 0;
-    }
     if (!st) {
         s->nomem = 1;
         return;
     }
+    if (open) { /* its callers are open too: nothing of it goes to them */
+        st->open++;
+        st->total += f->nested_ns;
+        return;
+    }
+    uint64_t ns = frp_proc_ns(p, tsc >= f->tsc ? tsc - f->tsc : 0);
+    if (t->depth) t->f[t->depth - 1].child_ns += ns;
+    if (f->prev)
+        t->f[f->prev - 1].nested_ns += ns; /* inside the outer call's time, if it returns */
+    else
+        st->total += ns;
     if (st->calls++ == 0 || ns < st->min) st->min = ns;
     if (ns > st->max) st->max = ns;
     st->sum += ns;
-    if (outer) st->total += ns;
     st->self += ns > f->child_ns ? ns - f->child_ns : 0;
 }
 
@@ -234,9 +248,9 @@ void frp_summary_event(struct frp_summary *s, const struct frp_item *it)
             s->nomem = 1;
             break;
         }
-        uint32_t outer = t->h[slot].open ? 0 : slot + 1;
-        t->h[slot].open = 1;
-        t->f[t->depth++] = (struct sframe){func, ev->site, ev->tsc, 0, outer};
+        uint32_t prev = t->h[slot].open;
+        t->h[slot].open = t->depth + 1;
+        t->f[t->depth++] = (struct sframe){func, ev->site, ev->tsc, 0, 0, prev, slot};
         break;
     }
     case FTR_EV_EXIT:
@@ -246,15 +260,15 @@ void frp_summary_event(struct frp_summary *s, const struct frp_item *it)
             break;
         }
         if (t->f[t->depth - 1].site != ev->site) s->stats.mismatched++;
-        close_frame(s, t, it->thread->idx, ev->tsc, it->thread->proc);
+        close_frame(s, t, it->thread->idx, ev->tsc, it->thread->proc, 0);
         break;
     default:
         if (ev->site == FTR_SP_LOST) s->stats.lost += ev->arg;
         break;
     }
     if (!it->next) {
-        while (t->depth)
-            close_frame(s, t, it->thread->idx, t->last_tsc, it->thread->proc);
+        while (t->depth) /* the thread ends with calls open */
+            close_frame(s, t, it->thread->idx, t->last_tsc, it->thread->proc, 1);
         free(t->f);
         free(t->h);
         memset(t, 0, sizeof *t);
@@ -338,12 +352,15 @@ static int rank_threads(struct frp_summary *s)
     return 0;
 }
 
-static void header(struct frp_out *o)
+static void header(struct frp_out *o, int open)
 {
     frp_out_lit(o, "#  Total time    Self time       Calls      Average          Min"
-                   "          Max  Function\n"
-                   "# ===========  ===========  ==========  ===========  ===========  ==========="
-                   "  ====================\n");
+                   "          Max");
+    if (open) frp_out_lit(o, "    Open");
+    frp_out_lit(o, "  Function\n"
+                   "# ===========  ===========  ==========  ===========  ===========  ===========");
+    if (open) frp_out_lit(o, "  ======");
+    frp_out_lit(o, "  ====================\n");
 }
 
 static void thread_title(struct frp_summary *s, struct frp_out *o, uint32_t thread, int first)
@@ -359,10 +376,10 @@ int frp_summary_write(struct frp_summary *s, FILE *out)
 {
     struct frp_out o;
     if (frp_out_init(&o, out, 1 << 16)) return errno = ENOMEM, -1;
-    for (uint32_t i = 0; i < s->nts; i++) { /* threads cut short: close their calls */
+    for (uint32_t i = 0; i < s->nts; i++) { /* threads cut short: their calls are open */
         struct sthread *t = &s->ts[i];
         while (t->depth)
-            close_frame(s, t, i, t->last_tsc, s->r->threads[i]->proc);
+            close_frame(s, t, i, t->last_tsc, s->r->threads[i]->proc, 1);
     }
     uint32_t *idx = malloc(((size_t)s->nrows + 1) * sizeof *idx);
     if (!idx || (s->per_thread && rank_threads(s))) {
@@ -371,34 +388,45 @@ int frp_summary_write(struct frp_summary *s, FILE *out)
         return errno = ENOMEM, -1;
     }
     uint32_t n = 0;
-    uint64_t calls = 0;
+    uint64_t calls = 0, open = 0;
     for (uint32_t i = 1; i < s->nrows; i++)
-        if (s->st[i].calls) {
+        if (s->st[i].calls || s->st[i].open) {
             idx[n++] = i;
             calls += s->st[i].calls;
+            open += s->st[i].open;
         }
     qsort_r(idx, n, sizeof *idx, cmp_rows, s);
     if (!s->per_thread)
-        frp_out_printf(&o, "# %u function%s, %llu call%s\n", n, n == 1 ? "" : "s",
+        frp_out_printf(&o, "# %u function%s, %llu call%s", n, n == 1 ? "" : "s",
                        (unsigned long long)calls, calls == 1 ? "" : "s");
+    if (open)
+        frp_out_printf(&o, "%s%llu call%s still open at the end, not in the timings (column Open)",
+                       s->per_thread ? "# " : "; ", (unsigned long long)open, open == 1 ? "" : "s");
+    if (!s->per_thread || open) frp_out_lit(&o, "\n");
     for (uint32_t k = 0; k < n; k++) {
         uint32_t i = idx[k];
         if (s->per_thread && (k == 0 || row_thread(s, idx[k - 1]) != row_thread(s, i))) {
             thread_title(s, &o, row_thread(s, i), k == 0);
-            header(&o);
+            header(&o, open != 0);
         } else if (k == 0) {
-            header(&o);
+            header(&o, open != 0);
         }
         const struct fstat *st = &s->st[i];
         char t[5][40];
-        frp_fmt_time(t[0], st->total);
-        frp_fmt_time(t[1], st->self);
-        frp_fmt_time(t[2], st->sum / st->calls);
-        frp_fmt_time(t[3], st->min);
-        frp_fmt_time(t[4], st->max);
+        if (st->calls) {
+            frp_fmt_time(t[0], st->total);
+            frp_fmt_time(t[1], st->self);
+            frp_fmt_time(t[2], st->sum / st->calls);
+            frp_fmt_time(t[3], st->min);
+            frp_fmt_time(t[4], st->max);
+        } else { /* only open calls: no time is known */
+            for (int j = 0; j < 5; j++)
+                strcpy(t[j], "-");
+        }
         uint32_t func = row_func(s, i);
         frp_out_printf(&o, "  %11s  %11s  %10llu  %11s  %11s  %11s  ", t[0], t[1],
                        (unsigned long long)st->calls, t[2], t[3], t[4]);
+        if (open) frp_out_printf(&o, "%6llu  ", (unsigned long long)st->open);
         frp_out_write(&o, s->funcs.names[func].s, s->funcs.names[func].len);
         const char *src = s->srcline && s->funcs.rep_proc[func]
                               ? frp_srcline(s->r, s->funcs.rep_proc[func], s->funcs.rep_site[func])

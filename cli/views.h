@@ -76,8 +76,8 @@ struct frp_sink {
  *  @return FTR_OK, FTR_E_IO (errno), FTR_E_NOMEM */
 int frp_drive(struct frp_report *r, const struct frp_opts *o, const struct frp_sink *s);
 /*! frp_filter_site() : whether filter f selects a site of p: by the function's raw (mangled)
- *  name or its demangled one (with including terms either may match; with exclusions only,
- *  both must pass), and its module. */
+ *  name or its demangled forms (a term matches when one of them does: ftr_filter.h), and its
+ *  module. */
 int frp_filter_site(struct frp_report *r, const struct ftr_filter *f, struct frp_process *p,
                     uint32_t site);
 /*! frp_filter_count() : the sites of the selected processes that f selects. */

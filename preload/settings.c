@@ -12,10 +12,24 @@
  * The filter and the enabled state act through the patcher (modules.c asks
  * ftr_site_wanted() for every site and rewrites what changed under the handshake); the graph
  * knobs act in the hooks (ftr_g.* and the per-site flags), so they apply at once.
+ *
+ * C++ names: ftr_site_wanted() demangles a site's name once (patcher/filter.c's ftr_demangle,
+ * malloc: patch time, never a hook) for the three filters; a term matches the mangled name or
+ * a demangled form (ftr_filter.h). Selecting nothing is said, never silent:
+ *   --graph-function / --notrace that select no function at start: one line each, with the
+ *     nearest names (the filter's own line is modules.c's), after the first pass over the
+ *     sites (once ftr_site_wanted() was asked for ftr_g.sites different sites);
+ *   ftrace-ctl PID filter EXPR that selects no function (EXPR with including terms, none of
+ *     them limited to a library that is not loaded: a later dlopen() may bring that): refused
+ *     with "no function matches the filter ..." and the filter in force stays. A first pass
+ *     with EXPR as a probe counts what it selects while the filter in force answers (so nothing
+ *     is rewritten); only then is it put in force. The modules' lock is held across both, so
+ *     no dlopen() rescan sees a filter being replaced.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +47,122 @@ static pthread_mutex_t settings_lock = PTHREAD_MUTEX_INITIALIZER; /* ftrace-ctl 
 static struct ftr_filter *filter, *graph_fns, *notrace_fns;
 static char *filter_expr, *graph_expr, *notrace_expr;
 static int enabled = 1;
+
+/* What a pass over the sites saw, for the messages about filters that select nothing; only
+ * touched by ftr_site_wanted() and its callers under the modules' lock. */
+struct tally {
+    const char **names; /* the sites' names (malloc'ed array), for the nearest ones */
+    size_t n, cap;
+    size_t hits[2];
+    const char *module; /* the executable's path, as the sites' module */
+    uint8_t *seen;      /* by site index: counted already (a pass may ask twice for a site) */
+    size_t seen_bytes;
+    size_t sites; /* different sites counted */
+};
+static const struct ftr_filter *probe; /* ftr_set_filter(): the candidate, counted in hits[0] */
+static struct tally probe_tally;
+static int first_pass_done;      /* start-up: the first pass over the sites is over */
+static struct tally first_tally; /* hits: graph functions, notrace functions */
+
+static void tally_add(struct tally *t, const char *name)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 1024;
+        const char **a = realloc(t->names, cap * sizeof *a);
+        if (!a) return;
+        t->names = a, t->cap = cap;
+    }
+    t->names[t->n++] = name;
+}
+
+static void tally_free(struct tally *t)
+{
+    free(t->names);
+    free(t->seen);
+    memset(t, 0, sizeof *t);
+}
+
+/* @return 1 the first time site index is met by this tally (also when out of memory). */
+static int tally_first(struct tally *t, uint32_t index)
+{
+    size_t byte = index / 8;
+    if (byte >= t->seen_bytes) {
+        size_t n = t->seen_bytes ? 2 * t->seen_bytes : 4096;
+        while (n <= byte)
+            n *= 2;
+        uint8_t *b = realloc(t->seen, n);
+        if (!b) { /* out of memory: counted, perhaps twice */
+            t->sites++;
+            return 1;
+        }
+        memset(b + t->seen_bytes, 0, n - t->seen_bytes);
+        t->seen = b, t->seen_bytes = n;
+    }
+    uint8_t bit = (uint8_t)(1u << (index % 8));
+    if (t->seen[byte] & bit) return 0;
+    t->seen[byte] |= bit;
+    t->sites++;
+    return 1;
+}
+
+/* The display name of a site's name: a C++ name demangled (without parameters), into buf. */
+static const char *display_name(const char *name, char *buf, size_t len)
+{
+    char *d = ftr_demangle(name, FTR_DEMANGLE_NAME);
+    if (!d) return name;
+    snprintf(buf, len, "%s", d);
+    free(d);
+    return buf;
+}
+
+/* "; nearest: a, b" for filter f that selected none of names[0..n), or "". */
+static void nearest_text(const struct ftr_filter *f, const char *const *names, size_t n, char *out,
+                         size_t len)
+{
+    const char *near[5];
+    char buf[256];
+    size_t m = names && n ? ftr_filter_nearest(f, names, n, near, 5) : 0;
+    out[0] = 0;
+    for (size_t i = 0; i < m; i++)
+        snprintf(out + strlen(out), len - strlen(out), "%s%s",
+                 i ? ", " : "; nearest: ", display_name(near[i], buf, sizeof buf));
+}
+
+static int add_loaded(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    if (info->dlpi_name && info->dlpi_name[0]) tally_add(arg, info->dlpi_name);
+    return 0;
+}
+
+/* Whether filter f, which selected none of the sites the probe saw, names a library that is
+ * not loaded (yet): the loaded objects, and the executable (a module of the probe's sites). */
+static int waits_for_module(const struct ftr_filter *f, const char *exe)
+{
+    struct tally loaded = {0};
+    if (exe) tally_add(&loaded, exe);
+    dl_iterate_phdr(add_loaded, &loaded);
+    int waits = ftr_filter_waits_for_module(f, loaded.names, loaded.n);
+    tally_free(&loaded);
+    return waits;
+}
+
+/* The end of the first pass: say which of --graph-function / --notrace selected nothing. */
+static void say_first_pass(void)
+{
+    static const char *const what[2] = {"graph-function", "notrace"};
+    static const char *const then[2] = {"nothing is recorded", "nothing is hidden"};
+    const struct ftr_filter *fs[2] = {graph_fns, notrace_fns};
+    const char *exprs[2] = {graph_expr, notrace_expr};
+    for (int i = 0; i < 2; i++) {
+        if (!fs[i] || !exprs[i] || first_tally.hits[i] || !ftr_filter_includes(fs[i])) continue;
+        char near[512];
+        nearest_text(fs[i], first_tally.names, first_tally.n, near, sizeof near);
+        ftr_msg("%s '%s' matches none of the %zu functions%s; %s", what[i], exprs[i],
+                first_tally.sites, near, then[i]);
+    }
+    tally_free(&first_tally);
+}
 
 static int parse(const char *what, const char *expr, struct ftr_filter **out, char **copy,
                  char *err, size_t errlen)
@@ -126,15 +256,39 @@ int ftr_settings_enabled(void)
 
 unsigned ftr_site_wanted(const char *module, int is_main, const struct ftr_site *s)
 {
+    const char *name = s->name;
+    char *dem = NULL; /* demangled once for every filter */
+    if (name && name[0] == '_' && name[1] == 'Z' &&
+        (ftr_filter_terms(filter) || graph_fns || notrace_fns || probe))
+        dem = ftr_demangle(name, FTR_DEMANGLE_FULL);
     unsigned sf = 0;
-    if (graph_fns && ftr_filter_match_ex(graph_fns, module, is_main, s->name)) sf |= FTR_SF_TRIGGER;
-    if (notrace_fns && ftr_filter_match_ex(notrace_fns, module, is_main, s->name))
+    if (graph_fns && ftr_filter_match_dem(graph_fns, module, is_main, name, dem))
+        sf |= FTR_SF_TRIGGER;
+    if (notrace_fns && ftr_filter_match_dem(notrace_fns, module, is_main, name, dem))
         sf |= FTR_SF_NOTRACE;
     if (ftr_site_flags && s->index < FTR_SITE_FLAGS_MAX) ftr_site_flags[s->index] = (uint8_t)sf;
-    if (!enabled) return FTR_SITE_NOP;
+    if (probe && tally_first(&probe_tally, s->index)) {
+        probe_tally.hits[0] += ftr_filter_match_dem(probe, module, is_main, name, dem) != 0;
+        tally_add(&probe_tally, name);
+        if (is_main) probe_tally.module = module;
+    }
+    if (!first_pass_done && !(graph_fns || notrace_fns)) {
+        first_pass_done = 1;
+    } else if (!first_pass_done && tally_first(&first_tally, s->index)) {
+        first_tally.hits[0] += (sf & FTR_SF_TRIGGER) != 0;
+        first_tally.hits[1] += (sf & FTR_SF_NOTRACE) != 0;
+        tally_add(&first_tally, name);
+        if (first_tally.sites >= ftr_g.sites) { /* every site was asked for once */
+            first_pass_done = 1;
+            say_first_pass();
+        }
+    }
+    unsigned want = FTR_SITE_NOP;
     /* roots and hidden functions stay hooked whatever the filter says: they steer the rest */
-    return sf || ftr_filter_match_ex(filter, module, is_main, s->name) ? FTR_SITE_CALL
-                                                                       : FTR_SITE_NOP;
+    if (enabled && (sf || ftr_filter_match_dem(filter, module, is_main, name, dem)))
+        want = FTR_SITE_CALL;
+    free(dem);
+    return want;
 }
 
 int ftr_set_recording(int on, char *err, size_t errlen)
@@ -151,9 +305,46 @@ int ftr_set_recording(int on, char *err, size_t errlen)
 
 int ftr_set_filter(const char *expr, char *err, size_t errlen)
 {
+    char e[400];
     pthread_mutex_lock(&settings_lock);
-    int rc = parse("filter", expr, &filter, &filter_expr, err, errlen);
-    if (rc == 0) rc = ftr_modules_patch(err, errlen);
+    struct ftr_filter *nf = ftr_filter_parse(expr, e, sizeof e);
+    if (!nf) {
+        snprintf(err, errlen, "filter: %s", e);
+        pthread_mutex_unlock(&settings_lock);
+        return -1;
+    }
+    ftr_modules_lock(1);
+    int rc = 0;
+    if (ftr_filter_includes(nf)) { /* "everything but ..." always selects what it leaves */
+        probe = nf;
+        rc = ftr_modules_patch(err, errlen); /* the filter in force answers: nothing changes */
+        probe = NULL;
+        /* a filter for a library that a later dlopen() brings selects nothing now: accepted */
+        if (rc == 0 && probe_tally.hits[0] == 0 && !waits_for_module(nf, probe_tally.module)) {
+            char near[512];
+            nearest_text(nf, probe_tally.names, probe_tally.n, near, sizeof near);
+            char now[300];
+            if (filter_expr)
+                snprintf(now, sizeof now, "the filter in force stays '%.256s'", filter_expr);
+            else
+                snprintf(now, sizeof now, "no filter is in force: every function stays traced");
+            snprintf(err, errlen,
+                     "no function matches the filter '%s' (none of the %zu functions%s); %s", expr,
+                     probe_tally.sites, near, now);
+            rc = -1;
+        }
+        tally_free(&probe_tally);
+    }
+    if (rc == 0) {
+        ftr_filter_free(filter);
+        free(filter_expr);
+        filter = nf;
+        filter_expr = expr && *expr ? strdup(expr) : NULL;
+        nf = NULL;
+        rc = ftr_modules_patch(err, errlen);
+    }
+    ftr_modules_lock(0);
+    ftr_filter_free(nf);
     pthread_mutex_unlock(&settings_lock);
     return rc;
 }
@@ -211,10 +402,15 @@ void ftr_status(struct ftr_buf *out)
     ftr_buf_append(out, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
 }
 
-/* For the "matches nothing" message: up to k site names nearest the filter's patterns. */
+/* For the "matches nothing" message: up to k site names nearest the filter's patterns, C++
+ * names demangled (the first 8: kept until the next call; modules.c asks under its lock). */
 size_t ftr_settings_nearest(const char *const *names, size_t n, const char **out, size_t k)
 {
-    return filter ? ftr_filter_nearest(filter, names, n, out, k) : 0;
+    static char shown[8][256];
+    size_t m = filter ? ftr_filter_nearest(filter, names, n, out, k) : 0;
+    for (size_t i = 0; i < m && i < 8; i++)
+        out[i] = display_name(out[i], shown[i], sizeof shown[i]);
+    return m;
 }
 
 const char *ftr_settings_filter_expr(void)

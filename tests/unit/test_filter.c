@@ -3,10 +3,20 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ftr_filter.h"
+
+/* C++ names are demangled with the process's __cxa_demangle, as in a traced C++ program: this
+ * test is a C program, so it loads libstdc++ the way such a program has it (global scope). */
+__attribute__((constructor)) static void load_libstdcxx(void)
+{
+    if (!dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL))
+        fprintf(stderr, "test_filter: no libstdc++.so.6: %s\n", dlerror());
+}
 
 static char err[256];
 
@@ -363,4 +373,274 @@ Test(filter, nearest_limits)
     cr_expect_eq(ftr_filter_nearest(f, names, NNAMES, out, 8), 0);
     ftr_filter_free(f);
     cr_expect_eq(ftr_filter_nearest(NULL, names, NNAMES, out, 8), 0);
+}
+
+/* ---- C++ names: demangled, with and without parameters, globs across "::" ---- */
+
+/* the functions of tests/integration/progs/cxxnames.cpp, and a few more */
+#define ADD1 "_ZN4shop4Cart3addEi"           /* shop::Cart::add(int) */
+#define ADD2 "_ZN4shop4Cart3addEii"          /* shop::Cart::add(int, int) */
+#define ADD3 "_ZN4shop4Cart3addERKNS_4ItemE" /* shop::Cart::add(shop::Item const&) */
+#define TOTAL "_ZNK4shop4Cart5totalEv"       /* shop::Cart::total() const */
+#define HELPER "_ZN4shop6detail6helperEi"    /* shop::detail::helper(int) */
+#define BIGI "_ZN4shop7biggestIiEET_S1_S1_"  /* int shop::biggest<int>(int, int) */
+#define BIGD "_ZN4shop7biggestIdEET_S1_S1_"  /* double shop::biggest<double>(double, ..) */
+#define BOXI "_ZNK4shop3BoxIiE3getEv"        /* shop::Box<int>::get() const */
+#define BOXL "_ZNK4shop3BoxIlE3getEv"        /* shop::Box<long>::get() const */
+#define LESS "_ZN4shopltERKNS_4ItemES2_"     /* shop::operator<(shop::Item const&, ..) */
+#define SHL "_ZN4shoplsERiRKNS_4ItemE"       /* shop::operator<<(int&, shop::Item const&) */
+#define CALL "_ZNK4shop3FunclEi"             /* shop::Fun::operator()(int) const */
+#define FREE "_Z7free_fni"                   /* free_fn(int) */
+#define CLONE "_ZN4shop4Cart3addEi.isra.0"   /* shop::Cart::add(int) [clone .isra.0] */
+#define ANON "_ZN12_GLOBAL__N_13fooEv"       /* (anonymous namespace)::foo() */
+#define WRITE "_ZN7leveldb6DBImpl5WriteERKNS_12WriteOptionsEPNS_10WriteBatchE"
+#define FIND                                                                                       \
+    "_ZNSt3mapIiiSt4lessIiESaISt4pairIKiiEEE4findERS3_" /* std::map<int, int, ..>::find            \
+                                                         */
+
+static const char *const cxx[] = {ADD1, ADD2, ADD3, TOTAL, HELPER, BIGI,  BIGD, BOXI,   BOXL, LESS,
+                                  SHL,  CALL, FREE, CLONE, ANON,   WRITE, FIND, "main", "add"};
+#define NCXX (sizeof cxx / sizeof cxx[0])
+
+/* expr selects exactly the names of want (a NULL-terminated list) among cxx[] */
+static void selects(const char *expr, const char *const *want)
+{
+    struct ftr_filter *f = parse(expr);
+    for (size_t i = 0; i < NCXX; i++) {
+        int expected = 0;
+        for (const char *const *w = want; *w; w++)
+            expected |= !strcmp(*w, cxx[i]);
+        cr_expect_eq(sel(f, cxx[i]), expected, "'%s' %s %s", expr,
+                     expected ? "should select" : "should not select", cxx[i]);
+    }
+    ftr_filter_free(f);
+}
+#define SELECTS(expr, ...) selects(expr, (const char *const[]){__VA_ARGS__, NULL})
+
+Test(filter, cxx_demangled_name_without_parameters_matches_every_overload)
+{
+    SELECTS("shop::Cart::add", ADD1, ADD2, ADD3);
+    SELECTS("shop::Cart::total", TOTAL);
+    SELECTS("free_fn", FREE);
+    SELECTS("leveldb::DBImpl::Write", WRITE);
+    SELECTS("(anonymous namespace)::foo", ANON);
+    SELECTS("shop::Cart::add,main", ADD1, ADD2, ADD3, "main");
+}
+
+Test(filter, cxx_glob_star_crosses_scopes)
+{
+    SELECTS("leveldb::DBImpl::*", WRITE);
+    SELECTS("leveldb::*", WRITE);
+    SELECTS("shop::Cart::*", ADD1, ADD2, ADD3, TOTAL, CLONE);
+    SELECTS("*::add", ADD1, ADD2, ADD3);
+    SELECTS("shop::*::helper", HELPER);
+    SELECTS("shop::Cart::ad?", ADD1, ADD2, ADD3);
+    SELECTS("shop::Cart::[at]*", ADD1, ADD2, ADD3, TOTAL, CLONE);
+    /* the clone has its own name, as a C function's clone does */
+    SELECTS("shop::Cart::add*", ADD1, ADD2, ADD3, CLONE);
+    SELECTS("shop::Cart::add.isra.0", CLONE);
+}
+
+Test(filter, cxx_parameter_list_selects_one_overload)
+{
+    SELECTS("shop::Cart::add(int)", ADD1);
+    SELECTS("shop::Cart::add(int, int)", ADD2);
+    SELECTS("shop::Cart::add(int,int)", ADD2); /* spaces do not matter */
+    SELECTS("shop::Cart::add( int , int )", ADD2);
+    SELECTS("shop::Cart::add(shop::Item const&)", ADD3);
+    SELECTS("shop::Cart::add(shop::Item const &)", ADD3);
+    SELECTS("shop::Cart::add(*)", ADD1, ADD2, ADD3);
+    SELECTS("shop::Cart::add(int*)", ADD1, ADD2); /* a glob inside the list */
+    SELECTS("shop::Cart::total() const", TOTAL);
+    SELECTS("shop::Cart::total()*", TOTAL);
+    SELECTS("leveldb::DBImpl::Write(leveldb::WriteOptions const&, leveldb::WriteBatch*)", WRITE);
+    SELECTS("*(leveldb::WriteOptions const&, *)", WRITE);
+    SELECTS("free_fn(int)", FREE);
+    SELECTS("free_fn(long)", "none");
+    SELECTS("(anonymous namespace)::foo()", ANON);
+    /* the parameter list of a clone is followed by its clone suffix */
+    SELECTS("shop::Cart::add(int) \\[clone .isra.0\\]", CLONE); /* [...] is a glob's */
+    SELECTS("shop::Cart::add(int)*", ADD1, CLONE);
+    /* a comma inside the list does not split the expression; after it, it does */
+    SELECTS("shop::Cart::add(int, int),free_fn", ADD2, FREE);
+    SELECTS("free_fn,shop::Cart::add(int, int),main", ADD2, FREE, "main");
+}
+
+Test(filter, cxx_templates)
+{
+    SELECTS("shop::biggest<int>", BIGI);
+    SELECTS("shop::biggest<double>", BIGD);
+    SELECTS("shop::biggest", BIGI, BIGD); /* every instantiation, like every overload */
+    SELECTS("shop::biggest<*>", BIGI, BIGD);
+    SELECTS("shop::biggest<int>(int, int)", BIGI);
+    SELECTS("shop::biggest(double, double)", BIGD);
+    SELECTS("int shop::biggest<int>(int, int)", BIGI); /* as --demangle=full writes it */
+    SELECTS("shop::Box<int>::get", BOXI);
+    SELECTS("shop::Box::get", BOXI, BOXL);
+    SELECTS("shop::Box<long>::get() const", BOXL);
+    SELECTS("std::map<int, int, *>::find", FIND); /* a comma inside <...> does not split */
+    SELECTS("std::map::find", FIND);
+    SELECTS("std::map::find(int const&),main", FIND, "main");
+}
+
+Test(filter, cxx_operators)
+{
+    SELECTS("shop::operator<", LESS);
+    SELECTS("shop::operator<<", SHL);
+    SELECTS("shop::operator<*", LESS, SHL);
+    SELECTS("shop::operator<,free_fn", LESS, FREE); /* '<' of an operator opens nothing */
+    SELECTS("shop::operator<<,free_fn", SHL, FREE);
+    SELECTS("shop::operator<(shop::Item const&, shop::Item const&)", LESS);
+    SELECTS("shop::Fun::operator()", CALL);
+    SELECTS("shop::Fun::operator()(int) const", CALL);
+    SELECTS("shop::Fun::operator()(int)*,main", CALL, "main");
+}
+
+Test(filter, cxx_mangled_names_still_match)
+{
+    SELECTS(ADD1, ADD1);
+    SELECTS("_ZN4shop4Cart3add*", ADD1, ADD2, ADD3, CLONE);
+    SELECTS("_ZN4shop*", ADD1, ADD2, ADD3, HELPER, BIGI, BIGD, LESS, SHL, CLONE);
+    SELECTS("@^_ZNK", TOTAL, BOXI, BOXL, CALL);
+}
+
+Test(filter, cxx_regex)
+{
+    SELECTS("@^shop::Cart::add$", ADD1, ADD2, ADD3);
+    SELECTS("@DBImpl::Wr", WRITE);
+    SELECTS("@^shop::Cart::(add|total)$", ADD1, ADD2, ADD3, TOTAL);
+    /* with \( the regex sees the parameter list */
+    SELECTS("@^shop::Cart::add\\(int\\)$", ADD1);
+    SELECTS("@^shop::Cart::add\\(int, int\\)$", ADD2); /* a comma inside (...) */
+    SELECTS("@^shop::Cart::add\\(int\\, int\\)$", ADD2);
+    SELECTS("@\\(leveldb::WriteOptions const&", WRITE);
+    SELECTS("@^shop::biggest<int>$", BIGI);
+    SELECTS("@^int shop::biggest<int>\\(", BIGI);
+}
+
+Test(filter, cxx_exclusions_and_last_match)
+{
+    SELECTS("shop::Cart::*,-shop::Cart::add(int)", ADD2, ADD3, TOTAL, CLONE);
+    SELECTS("shop::Cart::*,-shop::Cart::add", TOTAL, CLONE);
+    SELECTS("shop::Cart::*,-_ZN4shop4Cart3addEi", ADD2, ADD3, TOTAL, CLONE);
+    SELECTS("-shop::Cart::add(int),shop::Cart::*", ADD1, ADD2, ADD3, TOTAL, CLONE); /* last wins */
+    /* only exclusions: everything else */
+    SELECTS("-shop::*,-leveldb::*", FREE, ANON, FIND, "main", "add");
+    SELECTS("-shop::Cart::add(*)", TOTAL, HELPER, BIGI, BIGD, BOXI, BOXL, LESS, SHL, CALL, FREE,
+            CLONE, ANON, WRITE, FIND, "main", "add");
+}
+
+Test(filter, cxx_with_module)
+{
+    struct ftr_filter *f = parse("libshop.so:shop::Cart::add(int, int),exe:shop::Box::*");
+    cr_expect_eq(ftr_filter_includes(f), 2);
+    cr_expect(ftr_filter_match(f, "/l/libshop.so", ADD2));
+    cr_expect_not(ftr_filter_match(f, "/l/libshop.so", ADD1));
+    cr_expect_not(ftr_filter_match(f, "/l/libother.so", ADD2));
+    cr_expect(ftr_filter_match_ex(f, "/bin/prog", 1, BOXI));
+    cr_expect_not(ftr_filter_match_ex(f, "/bin/prog", 0, BOXI));
+    ftr_filter_free(f);
+}
+
+Test(filter, commas_inside_brackets_fall_back_when_unbalanced)
+{
+    /* an unclosed '(' or '<' does not swallow the rest of the expression */
+    struct ftr_filter *f = ftr_filter_parse("a(,b", err, sizeof err);
+    cr_assert_not_null(f, "%s", err);
+    cr_expect_eq(ftr_filter_includes(f), 2);
+    cr_expect(sel(f, "a("));
+    cr_expect(sel(f, "b"));
+    ftr_filter_free(f);
+    f = parse("x<y,z");
+    cr_expect_eq(ftr_filter_includes(f), 2);
+    ftr_filter_free(f);
+    f = parse("f(int, int),g(a,b),h");
+    cr_expect_eq(ftr_filter_includes(f), 3);
+    ftr_filter_free(f);
+    /* a regex's group keeps its commas too */
+    f = parse("@^(a,b)$,c");
+    cr_expect_eq(ftr_filter_includes(f), 2);
+    cr_expect(sel(f, "a,b"));
+    cr_expect(sel(f, "c"));
+    ftr_filter_free(f);
+    /* a C function called operator is no C++ operator */
+    f = parse("operator,main");
+    cr_expect_eq(ftr_filter_includes(f), 2);
+    ftr_filter_free(f);
+    fails("f(int, ,g", "bad filter term 2 '': empty term");
+}
+
+Test(filter, cxx_nearest_compares_demangled_names)
+{
+    const char *out[4];
+    struct ftr_filter *f = parse("shop::Cart::ad");
+    size_t n = ftr_filter_nearest(f, cxx, NCXX, out, 4);
+    cr_assert_geq(n, 1);
+    /* out[] points into names[]: the mangled names whose demangled form is nearest */
+    cr_expect(!strcmp(out[0], ADD1) || !strcmp(out[0], ADD2) || !strcmp(out[0], ADD3), "%s",
+              out[0]);
+    /* the overloads have one name: suggested once */
+    for (size_t i = 1; i < n; i++)
+        cr_expect(strcmp(out[i], ADD1) && strcmp(out[i], ADD2) && strcmp(out[i], ADD3),
+                  "overload suggested twice: %s", out[i]);
+    ftr_filter_free(f);
+    f = parse("leveldb::DBImpl::Wirte");
+    n = ftr_filter_nearest(f, cxx, NCXX, out, 4);
+    cr_assert_eq(n, 1);
+    cr_expect_str_eq(out[0], WRITE);
+    ftr_filter_free(f);
+}
+
+Test(filter, demangle_forms)
+{
+    static const struct {
+        const char *sym, *name, *sig, *full;
+    } cases[] = {
+        {ADD2, "shop::Cart::add", "shop::Cart::add(int, int)", "shop::Cart::add(int, int)"},
+        {TOTAL, "shop::Cart::total", "shop::Cart::total() const", "shop::Cart::total() const"},
+        {BIGI, "shop::biggest<int>", "shop::biggest<int>(int, int)",
+         "int shop::biggest<int>(int, int)"},
+        {CALL, "shop::Fun::operator()", "shop::Fun::operator()(int) const",
+         "shop::Fun::operator()(int) const"},
+        {CLONE, "shop::Cart::add.isra.0", "shop::Cart::add(int) [clone .isra.0]",
+         "shop::Cart::add(int) [clone .isra.0]"},
+        {ANON, "(anonymous namespace)::foo", "(anonymous namespace)::foo()",
+         "(anonymous namespace)::foo()"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *want[3] = {cases[i].name, cases[i].sig, cases[i].full};
+        enum ftr_demangle_form forms[3] = {FTR_DEMANGLE_NAME, FTR_DEMANGLE_SIGNATURE,
+                                           FTR_DEMANGLE_FULL};
+        for (int k = 0; k < 3; k++) {
+            char *d = ftr_demangle(cases[i].sym, forms[k]);
+            cr_assert_not_null(d, "%s", cases[i].sym);
+            cr_expect_str_eq(d, want[k], "%s form %d", cases[i].sym, k);
+            free(d);
+        }
+    }
+    cr_expect_null(ftr_demangle("main", FTR_DEMANGLE_FULL), "not a C++ name");
+    cr_expect_null(ftr_demangle("_Zgarbage", FTR_DEMANGLE_NAME), "not a valid mangling");
+    cr_expect_null(ftr_demangle(NULL, FTR_DEMANGLE_NAME));
+}
+
+/* a filter limited to a library that is not loaded yet may select its functions later */
+Test(filter, waits_for_module)
+{
+    const char *loaded[] = {"/bin/prog", "/lib/x86_64-linux-gnu/libc.so.6", "libm.so.6", NULL};
+    struct ftr_filter *f = parse("libplugin.so:*");
+    cr_expect(ftr_filter_waits_for_module(f, loaded, 4));
+    ftr_filter_free(f);
+    f = parse("libc.so*:*,libm.so.6:sin");
+    cr_expect_not(ftr_filter_waits_for_module(f, loaded, 4), "both are loaded");
+    ftr_filter_free(f);
+    f = parse("prog:main,exe:f,ns::f,@x");
+    cr_expect_not(ftr_filter_waits_for_module(f, loaded, 4), "the executable is always there");
+    ftr_filter_free(f);
+    f = parse("-libplugin.so:*,main");
+    cr_expect_not(ftr_filter_waits_for_module(f, loaded, 4), "an exclusion waits for nothing");
+    ftr_filter_free(f);
+    f = parse("main,libp*.so:x");
+    cr_expect(ftr_filter_waits_for_module(f, loaded, 4));
+    cr_expect(ftr_filter_waits_for_module(f, NULL, 0));
+    ftr_filter_free(f);
 }

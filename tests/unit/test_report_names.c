@@ -350,4 +350,36 @@ Test(names, filter_matches_raw_or_demangled)
     ftr_filter_free(flt);
     frp_report_close(r);
 }
+
+/* the filter's C++ forms: the parameter list picks one overload, globs cross "::" */
+Test(names, filter_cxx_parameters_and_globs)
+{
+    const char *path = cxx_trace();
+    char *text = filtered(path, "store::use_box(int)");
+    fx_expect(text, "     9)     0.010 us  |  store::use_box();\n");
+    free(text);
+    text = filtered(path, "store::use_box(int),main");
+    cr_assert_not_null(strstr(text, "|    store::use_box();\n"), "%s", text);
+    free(text);
+    text = filtered(path, "Op::operator()(int) const");
+    fx_expect(text, "     9)     0.030 us  |  Op::operator()();\n");
+    free(text);
+    text = filtered(path, "*::*,-store::use_box(int)"); /* only Op::operator() is left */
+    fx_expect(text, "     9)     0.030 us  |  Op::operator()();\n");
+    free(text);
+    text = filtered(path, "@^store::use_box\\(int\\)$");
+    fx_expect(text, "     9)     0.010 us  |  store::use_box();\n");
+    free(text);
+
+    char err[256];
+    struct frp_report *r;
+    cr_assert_eq(frp_report_open(path, &r), FTR_OK);
+    struct ftr_filter *flt = ftr_filter_parse("store::use_box(long)", err, sizeof err);
+    cr_assert_eq(frp_filter_count(r, flt), 0);
+    ftr_filter_free(flt);
+    flt = ftr_filter_parse("*", err, sizeof err);
+    cr_assert_eq(frp_filter_count(r, flt), 4);
+    ftr_filter_free(flt);
+    frp_report_close(r);
+}
 #endif

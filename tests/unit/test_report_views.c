@@ -87,30 +87,97 @@ Test(views, summary_per_thread)
     free(text);
 }
 
+/* the summary when calls are still open at the end (the expected rows below, wider than the
+ * line limit, are kept one a line: clang-format off) */
+#define SUMMARY_HEAD_OPEN                                                                          \
+    "#  Total time    Self time       Calls      Average          Min          Max    Open  "      \
+    "Function\n"                                                                                   \
+    "# ===========  ===========  ==========  ===========  ===========  ===========  ======  "      \
+    "====================\n"
+
+static char *summary_of(const struct tev *evs, size_t n, const struct frp_opts *o)
+{
+    struct tb b;
+    tb_init(&b);
+    tb_process(&b, 7, 1, 0, "./rec");
+    tb_sites(&b, 7, 1, 1, fx_names, 5, 0x1000);
+    tb_events(&b, 7, 7, evs, n);
+    tb_done(&b);
+    const char *path = fx_write(b.f.data, b.f.len);
+    ftr_buf_free(&b.f);
+    return fx_render(path, FRP_SUMMARY, o, NULL, NULL);
+}
+
 /* fib-like recursion: the nested calls are inside the outer one, counted once in total;
- * a call left open at the end closes at the thread's last event */
+ * calls left open at the end are counted apart (column Open), never in the timings */
 Test(views, summary_recursion_and_open_calls)
 {
     static const struct tev evs[] = {E(MAIN, 0),    E(MID, 100),    E(MID, 200),  E(MID, 300),
                                      X(MID, 400),   X(MID, 600),    X(MID, 1100), E(LEAF, 2000),
                                      X(LEAF, 2500), E(XPREAD, 3000)};
-    struct tb b;
-    tb_init(&b);
-    tb_process(&b, 7, 1, 0, "./rec");
-    tb_sites(&b, 7, 1, 1, fx_names, 5, 0x1000);
-    tb_events(&b, 7, 7, evs, sizeof evs / sizeof *evs);
-    tb_done(&b);
-    const char *path = fx_write(b.f.data, b.f.len);
-    ftr_buf_free(&b.f);
-    char *text = fx_render(path, FRP_SUMMARY, NULL, NULL, NULL);
+    char *text = summary_of(evs, sizeof evs / sizeof *evs, NULL);
     /* mid: calls of 100, 400, 1000 ns; total 1000 (the outer one); self 100+300+600 */
-    fx_expect(
-        text,
-        "# 4 functions, 6 calls\n" SUMMARY_HEAD
-        "     3.000 us     1.500 us           1     3.000 us     3.000 us     3.000 us  main\n"
-        "     1.000 us     1.000 us           3       500 ns       100 ns     1.000 us  mid\n"
-        "       500 ns       500 ns           1       500 ns       500 ns       500 ns  leaf\n"
-        "         0 ns         0 ns           1         0 ns         0 ns         0 ns  xpread\n");
+    // clang-format off
+    fx_expect(text,
+              "# 4 functions, 4 calls; 2 calls still open at the end, not in the timings "
+              "(column Open)\n" SUMMARY_HEAD_OPEN
+              "     1.000 us     1.000 us           3       500 ns       100 ns     1.000 us       0  mid\n"
+              "       500 ns       500 ns           1       500 ns       500 ns       500 ns       0  leaf\n"
+              "            -            -           0            -            -            -       1  main\n"
+              "            -            -           0            -            -            -       1  xpread\n");
+    // clang-format on
+    free(text);
+}
+
+/* Mutex::Unlock's case: every closed call took >= 43 ns, one is still open when the trace
+ * ends (its thread's last event is its entry): Min stays 43 ns, the open one is counted apart */
+Test(views, summary_open_call_never_in_min_average_total)
+{
+    static const struct tev evs[] = {E(MAIN, 0),   E(LEAF, 100), X(LEAF, 143), E(LEAF, 200),
+                                     X(LEAF, 250), E(LEAF, 300), X(LEAF, 360), E(LEAF, 400)};
+    char *text = summary_of(evs, sizeof evs / sizeof *evs, NULL);
+    // clang-format off
+    fx_expect(text,
+              "# 2 functions, 3 calls; 2 calls still open at the end, not in the timings "
+              "(column Open)\n" SUMMARY_HEAD_OPEN
+              "       153 ns       153 ns           3        51 ns        43 ns        60 ns       1  leaf\n"
+              "            -            -           0            -            -            -       1  main\n");
+    // clang-format on
+    free(text);
+
+    /* the same per thread: the note comes first, the column in every table */
+    struct frp_opts o = {.per_thread = 1};
+    text = summary_of(evs, sizeof evs / sizeof *evs, &o);
+    // clang-format off
+    fx_expect(text,
+              "# 2 calls still open at the end, not in the timings (column Open)\n"
+              "# thread 7 of pid 7: ./rec\n" SUMMARY_HEAD_OPEN
+              "       153 ns       153 ns           3        51 ns        43 ns        60 ns       1  leaf\n"
+              "            -            -           0            -            -            -       1  main\n");
+    // clang-format on
+    free(text);
+
+    /* sorted by calls, by min: the open calls change nothing */
+    o = (struct frp_opts){.sort = FRP_SORT_MAX};
+    text = summary_of(evs, sizeof evs / sizeof *evs, &o);
+    cr_assert(strstr(text, "  leaf\n") < strstr(text, "  main\n"), "%s", text);
+    free(text);
+}
+
+/* A recursive function whose outer call is still open: its closed calls directly inside the
+ * open one make its total (they are not inside one another) */
+Test(views, summary_open_outer_call_of_recursion)
+{
+    static const struct tev evs[] = {E(MAIN, 0),  E(MID, 100), E(MID, 200), E(MID, 300),
+                                     X(MID, 400), X(MID, 700), E(MID, 800), X(MID, 900)};
+    char *text = summary_of(evs, sizeof evs / sizeof *evs, NULL);
+    // clang-format off
+    fx_expect(text,
+              "# 2 functions, 3 calls; 2 calls still open at the end, not in the timings "
+              "(column Open)\n" SUMMARY_HEAD_OPEN
+              "       600 ns       600 ns           3       233 ns       100 ns       500 ns       1  mid\n"
+              "            -            -           0            -            -            -       1  main\n");
+    // clang-format on
     free(text);
 }
 
