@@ -4,14 +4,17 @@
  *   ftrace-ctl PID status|on|off|filter EXPR|depth N|threshold T
  *
  * It checks what it can before touching the process (the arguments, the filter's syntax, that
- * the process exists, has libftrace.so loaded and handles the handshake signal), then talks to
- * the process's control server (preload/control.c) over its Unix socket, waking the server
- * first with the handshake signal if it is not running yet. One request line goes out; the
+ * the process exists and has libftrace.so loaded), then talks to the process's control server
+ * (preload/control.c), which listens on its Unix socket from the process's start: no signal is
+ * ever sent to the process. One request line goes out; the
  * reply's lines are printed, and its last line ("ok" or "error: ...") gives the exit status.
  *
- * Exit status: 0 done, 1 the process could not be reached or refused, 2 bad usage.
+ * Exit status: 0 done, 1 the process could not be reached or refused, 2 bad usage or a filter
+ * that selects none of the process's functions (refused by the process: the filter in force
+ * stays).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -33,8 +36,9 @@
 #include "ftr_filter.h"
 
 #define REQUEST_MAX 4096   /* the server's limit, newline included */
-#define REPLY_MIN_MS 15000 /* a reply may wait for a re-patch under the handshake */
+#define REPLY_MIN_MS 15000 /* a reply may wait for a re-patch */
 #define DEPTH_MAX 1000000u
+#define NO_MATCH "no function matches the filter " /* preload/settings.c's refusal */
 
 static const char *prog = "ftrace-ctl";
 static int target_pid;
@@ -49,7 +53,8 @@ static void usage(FILE *f)
             "  status           print the tracing state, filter and counters\n"
             "  on | off         start / stop tracing (off: every site is a NOP again)\n"
             "  filter EXPR      trace only the functions EXPR selects ('' for all; see\n"
-            "                   docs/filters.md: globs, -exclusions, module:glob, @regex)\n"
+            "                   docs/filters.md: globs, -exclusions, module:glob, @regex;\n"
+            "                   C++ names as 'ns::Cls::*' or 'ns::Cls::f(int, int)')\n"
             "  depth N          record calls up to depth N (0: no limit)\n"
             "  threshold T      keep only calls lasting at least T: 10us, 1.5ms, 2s, 500ns;\n"
             "                   a bare number is in microseconds (0: keep all)\n"
@@ -60,7 +65,8 @@ static void usage(FILE *f)
             "  -h, --help       this help\n"
             "\n"
             "Only the process's owner (or root) may control it. Exit status: 0 done, 1 the\n"
-            "process could not be reached or refused the request, 2 bad usage.\n",
+            "process could not be reached or refused the request, 2 bad usage or a filter\n"
+            "that matches none of the process's functions (the filter in force stays).\n",
             prog);
 }
 
@@ -103,10 +109,17 @@ static int parse_long(const char *s, long lo, long hi, long *v)
 
 /* Reads a whole /proc file. @return malloc'ed bytes (NUL-terminated, length in *len) or NULL
  * (errno). */
+/* A thread of the process that is not a zombie: after the main thread called pthread_exit(),
+ * /proc/PID itself is a zombie whose maps are empty while the other threads run on. */
+static int live_tid = 0;
+
 static char *read_proc(const char *what, size_t *len)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/%s", target_pid, what);
+    char path[96];
+    if (live_tid && strcmp(what, "stat") != 0)
+        snprintf(path, sizeof path, "/proc/%d/task/%d/%s", target_pid, live_tid, what);
+    else
+        snprintf(path, sizeof path, "/proc/%d/%s", target_pid, what);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return NULL;
     size_t cap = 8192, n = 0;
@@ -177,13 +190,42 @@ static int has_preload(void)
 }
 
 /* The process's state letter (/proc/PID/stat), or 0 when it is gone */
+static char state_of(const char *stat)
+{
+    const char *p = strrchr(stat, ')');
+    return p && p[1] == ' ' ? p[2] : '?';
+}
+
+/* The process's state; a zombie main thread with live threads counts as their state. */
 static char proc_state(void)
 {
     char *stat = read_proc("stat", NULL);
     if (!stat) return 0;
-    char *p = strrchr(stat, ')');
-    char st = p && p[1] == ' ' ? p[2] : '?';
+    char st = state_of(stat);
     free(stat);
+    if (st != 'Z') return st;
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", target_pid);
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        int tid = atoi(de->d_name);
+        if (tid <= 0 || tid == target_pid) continue;
+        char path[96], buf[512];
+        snprintf(path, sizeof path, "/proc/%d/task/%d/stat", target_pid, tid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+        if (fd >= 0) close(fd);
+        if (n <= 0) continue;
+        buf[n] = 0;
+        char t = state_of(buf);
+        if (t != 'Z' && t != 'X') {
+            live_tid = tid;
+            st = t;
+            break;
+        }
+    }
+    if (d) closedir(d);
     return st;
 }
 
@@ -213,8 +255,6 @@ static int try_connect(const char *path)
     return -e;
 }
 
-/* The handshake signal the process uses: --signal, else FTRACE_SIGNAL from its environment
- * (then ours), else the default; invalid values are ignored as the preload ignores them. */
 static int talk(int fd, const char *request, unsigned reply_ms)
 {
     size_t len = strlen(request), off = 0;
@@ -270,7 +310,9 @@ static int talk(int fd, const char *request, unsigned reply_ms)
     if (!strcmp(last, "ok"))
         rc = 0;
     else if (!strncmp(last, "error: ", 7))
-        rc = fail(1, "%s", last + 7);
+        /* a filter that selects none of the process's functions: refused, like bad usage
+         * (only the process knows its functions, so it decides) */
+        rc = fail(strncmp(last + 7, NO_MATCH, strlen(NO_MATCH)) ? 1 : 2, "%s", last + 7);
     else
         rc = fail(1, "process %d closed the connection without an answer", target_pid);
     free(reply);

@@ -15,15 +15,17 @@
  *                  the kernel's text_poke_bp batch (int3 first bytes, sync, tails, sync, first
  *                  bytes, sync) and its SIGTRAP side, which sends a trapped thread on as the new
  *                  instruction would.
- *   stw.c          stop-the-world: park every other running thread of the process in a signal
- *                  handler, run a callback, serialise every core, release. Needed only where a
- *                  thread may be stopped *inside* a site (the 1-byte NOPs of
- *                  -fpatchable-function-entry).
+ *   stw.c          the process's threads: count those that may run its code, find one running
+ *                  with a signal blocked; and stop-the-world (park every other running thread
+ *                  in a signal handler, run a callback, serialise, release), which the preload
+ *                  no longer uses (it cannot see a thread's outer contexts; see the sled
+ *                  states) but bench/repatch --park compares against.
  *
  * Life of a site: ORIGINAL bytes (whatever the compiler emitted) -> NOP state or CALL state,
  * and back and forth between those two. Both states keep an instruction boundary at +5:
  *   NOP  state: 0f 1f 44 00 00        [90 when the site is 6 bytes long]
  *   CALL state: e8 <rel32 to stub>    [90 when the site is 6 bytes long]
+ * (5 x 90 sites: NOP 90 90 90 90 90 and CALL e8 90 90 90 90, see ftr_x86_sled_target())
  * so a return address site+5 (a thread inside the trampoline) stays valid in both states, and a
  * thread parked strictly inside (site, site+5) is moved to site+5 before it resumes
  * (ftr_site_fixup_ip()).
@@ -147,6 +149,19 @@ int ftr_x86_gen_jmp(uint8_t *out, unsigned len, uint64_t site, uint64_t target);
 /*! ftr_x86_gen_stub() : writes a stub at out (runtime address at) for index, jumping through
  *  the 8-byte slot at runtime address slot. @return 0, or -1 when slot is out of reach. */
 int ftr_x86_gen_stub(uint8_t *out, uint64_t at, uint32_t index, uint64_t slot);
+
+/* -fpatchable-function-entry's five 1-byte NOPs: a thread may be stopped between any two of
+ * them, in any context (a signal handler interrupted it there), where no handshake can see
+ * it. So such a site is never given a tail of our own: its NOP state stays 90 90 90 90 90 and
+ * its CALL state is e8 90 90 90 90, a call whose rel32 is itself four NOPs. Only the first
+ * byte ever changes, and a thread resuming at site+1..+4 runs NOPs in both states. The call
+ * lands at site + 5 + (int32)0x90909090 (1.74 GiB below), where the module's "sled mirror"
+ * holds a jmp to the site's stub. */
+#define FTR_SLED_REL32 0x90909090u
+static inline uint64_t ftr_x86_sled_target(uint64_t site)
+{
+    return site + 5 + (uint64_t)(int64_t)(int32_t)FTR_SLED_REL32;
+}
 
 /* What a thread that traps on the int3 of a site being rewritten does instead of running it:
  * exactly what the bytes being written would do. */
@@ -286,6 +301,9 @@ void ftr_stw_ignore(int tid);
 /*! ftr_stw_others() : @return the number of threads of this process that may run its code
  *  now: all but the caller, the ignored ones and zombies (-1 when /proc cannot be read). */
 int ftr_stw_others(void);
+/*! ftr_stw_blocking_running() : @return a thread (not the caller, an ignored one or a zombie)
+ *  that runs with sig blocked, not asleep in a system call; 0 when there is none. */
+int ftr_stw_blocking_running(int sig);
 /*! ftr_stw_forget_ignored() : in a fork child, the ignored threads are gone. */
 void ftr_stw_forget_ignored(void);
 /*! ftr_stw_set_chain() : the handshake signal is not ours (the program's own, sent by someone

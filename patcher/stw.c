@@ -374,6 +374,38 @@ int ftr_stw_others(void)
     return others;
 }
 
+int ftr_stw_blocking_running(int sig)
+{
+    int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return 0;
+    pid_t self = (pid_t)syscall(SYS_gettid), found = 0;
+    char dents[4096] __attribute__((aligned(8)));
+    long nread;
+    while (!found && (nread = syscall(SYS_getdents64, dfd, dents, sizeof dents)) > 0)
+        for (long off = 0; off < nread && !found;) {
+            struct linux_dirent64 *de = (struct linux_dirent64 *)(dents + off);
+            off += de->d_reclen;
+            pid_t tid = (pid_t)atoi(de->d_name);
+            int ign = tid <= 0 || tid == self;
+            for (int i = 0; !ign && i < nignored; i++)
+                ign = ignored[i] == tid;
+            if (ign) continue;
+            char st[4096], sc[64];
+            if (read_proc(tid, "status", st, sizeof st) <= 0 || !sig_in_mask(st, "\nSigBlk:", sig))
+                continue;
+            const char *state = strstr(st, "\nState:");
+            char c = state ? state[8 + strspn(state + 8, " \t")] : 'R';
+            if (c == 'Z' || c == 'X') continue;
+            /* asleep in a system call: a helper thread of the C library (timers' waits in
+             * sigwaitinfo) that runs no program code, or one that will unblock before it does */
+            if (read_proc(tid, "syscall", sc, sizeof sc) > 0 && sc[0] >= '0' && sc[0] <= '9')
+                continue;
+            found = tid;
+        }
+    close(dfd);
+    return found;
+}
+
 static uint64_t now_ns(void)
 {
     struct timespec ts;

@@ -13,7 +13,6 @@
 #define FTR_ENV_VARS(X)                                                                            \
     X(FTR_ENV_OUTPUT, "FTRACE_OUTPUT", "trace file to write (default ftrace.ftr)")                 \
     X(FTR_ENV_QUIET, "FTRACE_QUIET", "1: print nothing on stderr unless tracing fails")            \
-    X(FTR_ENV_SIGNAL, "FTRACE_SIGNAL", "signal number of the stop-the-world handshake")            \
     X(FTR_ENV_BUFSIZE, "FTRACE_BUFSIZE", "per-thread chunk size in KiB (default 256)")             \
     X(FTR_ENV_ZSTD_LEVEL, "FTRACE_ZSTD_LEVEL", "zstd level of the trace file (default 1)")         \
     X(FTR_ENV_FLUSH_MS, "FTRACE_FLUSH_MS", "flush partial buffers every N ms (default 50)")        \

@@ -107,7 +107,6 @@ static void read_config(void)
     ftr_cfg.zstd_level = (int)env_long(FTR_ENV_ZSTD_LEVEL, 1, -50, 19);
     ftr_cfg.flush_ms = (unsigned)env_long(FTR_ENV_FLUSH_MS, 50, 1, 60000);
     ftr_cfg.shadow_entries = (size_t)env_long(FTR_ENV_DEPTH_MAX, 16384, 64, 1 << 24);
-    ftr_cfg.stw_signal = (int)env_long(FTR_ENV_SIGNAL, SIGRTMIN + 7, SIGRTMIN + 2, SIGRTMAX);
     ftr_cfg.lossless = (int)env_long(FTR_ENV_LOSSLESS, 0, 0, 1);
 }
 
@@ -211,27 +210,15 @@ const struct ftr_end_info *ftr_end_orphaned(void)
 }
 
 /* What the program would have done without our threads: after pthread_exit() in main, glibc's
- * last thread calls exit(0) (exit handlers, stdio flushed); after a raw exit system call, glibc
- * never counted the main thread out, and the kernel ends the process with the main thread's
- * exit code, running nothing. */
+ * last thread calls exit(0) (exit handlers, stdio flushed); after a raw exit system call in
+ * main, glibc never counted the main thread out and runs nothing, and the process ends with
+ * the exit code of its last thread, which glibc's threads leave with 0. */
 void ftr_orphan_exit(void)
 {
     print_summary();
     if (ftr_main_pthread_exited) exit(0);
-    int code = 0;
-    char buf[1024];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0) close(fd);
-    if (n > 0) {
-        buf[n] = 0;
-        const char *p = strrchr(buf, ')'); /* field 52: exit_code, in waitpid() form */
-        for (int field = 2; p && *p && field < 52; p++)
-            if (*p == ' ') field++;
-        if (p && *p) code = (int)(strtol(p, NULL, 10) >> 8 & 0xff);
-    }
     for (;;)
-        syscall(SYS_exit_group, code);
+        syscall(SYS_exit_group, 0);
 }
 
 /* exec failed after ftr_finish(FTR_END_EXEC): this image goes on, and so does its trace. */
@@ -429,27 +416,22 @@ static void on_sigtrap(int sig, siginfo_t *si, void *uc)
     ftr_sigguard_chain(sig, si, uc);
 }
 
-static int install_guarded(int sig, const struct sigaction *sa)
-{
-    return ftr_sigguard_install(sig, sa);
-}
-
-/* The program's handshake and SIGTRAP handlers stay the program's; ours stay installed. */
+/* SIGTRAP stays ours (sigguard.c): never blocked, the program's handler chained. Every other
+ * signal is blocked while our handler runs (but SIGTRAP itself: SA_NODEFER), so that no handler
+ * of the program can jump out of ftr_bp_trap(). */
 static int install_signals(char *err, size_t errlen)
 {
-    const int guarded[2] = {SIGTRAP, ftr_cfg.stw_signal};
-    ftr_sigguard_init(guarded, 2);
+    const int guarded[1] = {SIGTRAP};
+    ftr_sigguard_init(guarded, 1);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_sigtrap;
     sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
+    sigfillset(&sa.sa_mask);
     if (ftr_sigguard_install(SIGTRAP, &sa) < 0) {
         snprintf(err, errlen, "cannot install the SIGTRAP handler: %s", strerror(errno));
         return -1;
     }
-    if (ftr_stw_init(ftr_cfg.stw_signal, install_guarded, err, errlen) < 0) return -1;
-    ftr_stw_set_chain(ftr_sigguard_chain);
     return 0;
 }
 

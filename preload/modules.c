@@ -40,6 +40,8 @@ struct mod {
     struct ftr_module m;
     uint8_t *stubs; /* stub area: 2 jump slots, then FTR_STUB_SIZE bytes per site */
     size_t stubs_len;
+    uint8_t *mirror; /* sled mirror (ftr_x86_sled_target()): jmp to the stub of each 5 x 90 site */
+    size_t mirror_len;
     uint32_t id;
     int ready;   /* stubs built and described to the trace */
     int gone;    /* unloaded (dlclose): its sites are forgotten */
@@ -179,6 +181,68 @@ static uint64_t stub_of(const struct mod *md, size_t i)
     return (uint64_t)md->stubs + 16 + i * FTR_STUB_SIZE;
 }
 
+/* Is site i a 5 x 90 sled given the sled states (its mirror exists)? */
+static int sled(const struct mod *md, const struct ftr_site *s)
+{
+    return md->mirror && s->shape == FTR_SHAPE_NOPS && s->len == 5;
+}
+
+/* The sled mirror: for each 5 x 90 site, at ftr_x86_sled_target(site), a jmp to its stub.
+ * Without one (the address range is taken), such sites are only rewritten alone. */
+static void map_mirror(struct mod *md)
+{
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < md->m.nsites; i++) {
+        const struct ftr_site *s = &md->m.sites[i];
+        if (s->shape != FTR_SHAPE_NOPS || s->len != 5) continue;
+        uint64_t t = ftr_x86_sled_target(s->addr);
+        if (t < lo) lo = t;
+        if (t + 5 > hi) hi = t + 5;
+    }
+    if (hi == 0) return;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    lo &= ~(uint64_t)(page - 1);
+    size_t len = (size_t)((hi - lo + page - 1) & ~(uint64_t)(page - 1));
+    void *p = mmap((void *)lo, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return;
+    if ((uint64_t)p != lo) {
+        munmap(p, len);
+        return;
+    }
+    for (size_t i = 0; i < md->m.nsites; i++) {
+        const struct ftr_site *s = &md->m.sites[i];
+        if (s->shape != FTR_SHAPE_NOPS || s->len != 5) continue;
+        uint64_t t = ftr_x86_sled_target(s->addr);
+        if (ftr_x86_gen_jmp((uint8_t *)p + (t - lo), 5, t, stub_of(md, i)) < 0) {
+            munmap(p, len);
+            return;
+        }
+    }
+    if (mprotect(p, len, PROT_READ | PROT_EXEC) < 0) {
+        munmap(p, len);
+        return;
+    }
+    md->mirror = p;
+    md->mirror_len = len;
+}
+
+/* The bytes of site i in a state (enum ftr_site_state). @return 0, or -1 (out of reach). */
+static int state_bytes(const struct mod *md, size_t i, int state, uint8_t *out)
+{
+    const struct ftr_site *s = &md->m.sites[i];
+    if (state == FTR_SITE_ORIGINAL || (state == FTR_SITE_NOP && sled(md, s))) {
+        memcpy(out, s->orig, s->len);
+        return 0;
+    }
+    if (state == FTR_SITE_NOP) {
+        ftr_x86_gen_nop(out, s->len);
+        return 0;
+    }
+    if (sled(md, s)) return ftr_x86_gen_call(out, s->len, s->addr, ftr_x86_sled_target(s->addr));
+    return ftr_x86_gen_call(out, s->len, s->addr, stub_of(md, i));
+}
+
 static void describe(struct ftr_enc *enc, const struct mod *md, struct ftr_buf *out)
 {
     struct ftr_module_info mi = {
@@ -205,40 +269,7 @@ struct patch_job {
     size_t n;
     size_t *bad; /* indices of the pokes refused for unexpected bytes */
     long refused;
-    int live;        /* other threads may run the text: breakpoint batch */
-    int live_failed; /* the batch itself failed (not the handshake around it) */
 };
-
-static int apply(void *arg)
-{
-    struct patch_job *job = arg;
-    if (job->live)
-        job->refused = ftr_text_poke_live(job->pokes, job->n, job->bad, job->n, &last.live);
-    else
-        job->refused = ftr_text_poke(job->pokes, job->n, job->bad, job->n);
-    job->live_failed = job->refused < 0;
-    return job->refused < 0 ? -1 : 0;
-}
-
-/* A parked thread whose ip is inside a site being rewritten resumes after it. */
-static uint64_t fix_ip(void *arg, uint64_t ip)
-{
-    (void)arg;
-    for (size_t k = 0; k < nmods; k++) {
-        const struct ftr_module *m = &mods[k].m;
-        if (mods[k].gone || ip < m->lo || ip >= m->hi || !m->nsites) continue;
-        size_t lo = 0, hi = m->nsites;
-        while (lo < hi) { /* last site with addr < ip */
-            size_t mid = (lo + hi) / 2;
-            if (m->sites[mid].addr < ip)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (lo > 0) return ftr_site_fixup_ip(&m->sites[lo - 1], ip);
-    }
-    return ip;
-}
 
 /* The state a site should be in: a call to its stub when its function is selected. */
 static int wanted(const struct mod *md, const struct ftr_site *s)
@@ -260,56 +291,71 @@ static int debugger_pid(void)
     return p ? atoi(p + 11) : 0;
 }
 
-/* Writes the pokes: alone, live, or parked + live (see the top of this file). */
-static int write_pokes(struct patch_job *job, int park, char *err, size_t errlen)
+static uint64_t ns_since(const struct timespec *a)
+{
+    struct timespec b;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (uint64_t)(b.tv_sec - a->tv_sec) * 1000000000u + (uint64_t)b.tv_nsec -
+           (uint64_t)a->tv_nsec;
+}
+
+/* Writes the pokes, alone or live (see the top of this file); live == NULL: alone only.
+ * @return 0, -1 (err: the write failed), -2 (err: live needed and not possible). */
+static int write_pokes(struct patch_job *job, int alone_only, char *err, size_t errlen)
 {
     memset(&last, 0, sizeof last);
     last.pokes = job->n;
-    int others = ftr_stw_others();
-    if (others == 0) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (ftr_stw_others() == 0) {
         last.how = "alone";
-        struct timespec a, b;
-        clock_gettime(CLOCK_MONOTONIC, &a);
-        int rc = apply(job);
-        clock_gettime(CLOCK_MONOTONIC, &b);
-        last.live.ns = (uint64_t)(b.tv_sec - a.tv_sec) * 1000000000u + (uint64_t)b.tv_nsec -
-                       (uint64_t)a.tv_nsec;
-        return rc;
+        job->refused = ftr_text_poke(job->pokes, job->n, job->bad, job->n);
+        last.live.ns = ns_since(&t0);
+        if (job->refused < 0) snprintf(err, errlen, "cannot rewrite code: %s", strerror(errno));
+        return job->refused < 0 ? -1 : 0;
     }
-    int dbg = debugger_pid();
-    if (dbg > 0) {
+    int dbg = debugger_pid(), blocker = dbg ? 0 : ftr_stw_blocking_running(SIGTRAP);
+    /* a thread pthread_create() is starting runs with every signal blocked for a moment */
+    for (int i = 0; blocker > 0 && i < 200; i++) {
+        struct timespec ms = {0, 1000 * 1000};
+        nanosleep(&ms, NULL);
+        blocker = ftr_stw_blocking_running(SIGTRAP);
+    }
+    if (alone_only)
+        snprintf(err, errlen,
+                 "the 1-byte NOPs of -fpatchable-function-entry code cannot be "
+                 "rewritten while other threads run");
+    else if (dbg > 0)
         snprintf(err, errlen,
                  "a debugger (pid %d) is attached: code is not rewritten while other threads run",
                  dbg);
-        return -2;
-    }
-    job->live = 1;
-    if (!park) {
-        last.how = "live";
-        return apply(job);
-    }
-    last.how = "parked + live";
-    return ftr_stw_run(apply, fix_ip, job, STW_TIMEOUT_MS, &last.stw, err, errlen);
+    else if (blocker > 0) /* it would die of the first int3 it met */
+        snprintf(err, errlen,
+                 "thread %d runs with SIGTRAP blocked: code is not rewritten while it runs",
+                 blocker);
+    if (alone_only || dbg > 0 || blocker > 0) return -2;
+    last.how = "live";
+    job->refused = ftr_text_poke_live(job->pokes, job->n, job->bad, job->n, &last.live);
+    if (job->refused < 0)
+        snprintf(err, errlen, "cannot rewrite code while other threads run: %s",
+                 errno == ENOTRECOVERABLE ? "an earlier rewrite failed half-way" : strerror(errno));
+    return job->refused < 0 ? -1 : 0;
 }
 
-/* Takes the first conversions of 5 x 90 sites out of the pokes (marked broken: never tried
- * again). @return how many. */
-static size_t drop_nop_sleds(struct ftr_poke *pokes, struct ftr_site **which, size_t *n)
+/* Marks the sites of pokes [0, n) after a write: refused ones broken, the others in their new
+ * state. */
+static void settle(const struct patch_job *job, struct ftr_site **which, const uint8_t *want)
 {
-    size_t kept = 0, dropped = 0;
-    for (size_t i = 0; i < *n; i++) {
-        struct ftr_site *s = which[i];
-        if (s->patched == FTR_SITE_ORIGINAL && s->shape == FTR_SHAPE_NOPS) {
-            s->patched = FTR_SITE_BROKEN;
+    size_t nbad = job->refused > 0 ? (size_t)job->refused : 0;
+    for (size_t i = 0, b = 0; i < job->n; i++) {
+        if (b < nbad && job->bad[b] == i) {
+            b++;
+            which[i]->patched = FTR_SITE_BROKEN;
             ftr_g.skipped++;
-            dropped++;
             continue;
         }
-        pokes[kept] = pokes[i];
-        which[kept++] = s;
+        which[i]->patched = want[i];
     }
-    *n = kept;
-    return dropped;
 }
 
 /* Rewrites every ready site whose state differs from wanted(). Must hold mods_lock.
@@ -319,74 +365,66 @@ static int repatch(char *err, size_t errlen)
     size_t total = 0;
     for (size_t k = 0; k < nmods; k++)
         total += mods[k].ready && !mods[k].gone ? mods[k].m.nsites : 0;
-    struct ftr_poke *pokes = ftr_mmap_zero(total * sizeof *pokes);
-    struct ftr_site **which = ftr_mmap_zero(total * sizeof *which);
-    size_t *bad = ftr_mmap_zero(total * sizeof *bad);
-    int rc = 0, park = 0;
-    size_t n = 0;
-    if (!pokes || !which || !bad) {
+    size_t bytes =
+        total * (sizeof(struct ftr_poke) + sizeof(struct ftr_site *) + sizeof(size_t) + 1);
+    uint8_t *mem = ftr_mmap_zero(bytes);
+    if (!mem) {
         snprintf(err, errlen, "out of memory");
-        rc = -1;
-        goto out;
+        return -1;
     }
-    for (size_t k = 0; k < nmods; k++) {
-        struct mod *md = &mods[k];
-        if (!md->ready || md->gone) continue;
-        for (size_t i = 0; i < md->m.nsites; i++) {
-            struct ftr_site *s = &md->m.sites[i];
-            int want = wanted(md, s);
-            if (s->patched == want || s->patched == FTR_SITE_BROKEN) continue;
-            struct ftr_poke *p = &pokes[n];
-            p->addr = s->addr;
-            p->len = s->len;
-            /* what is there now: the original bytes, or our own last state */
-            if (s->patched == FTR_SITE_ORIGINAL)
-                memcpy(p->expect, s->orig, s->len);
-            else if (s->patched == FTR_SITE_NOP)
-                ftr_x86_gen_nop(p->expect, s->len);
-            else
-                ftr_x86_gen_call(p->expect, s->len, s->addr, stub_of(md, i));
-            if (want == FTR_SITE_NOP)
-                ftr_x86_gen_nop(p->bytes, s->len);
-            else if (ftr_x86_gen_call(p->bytes, s->len, s->addr, stub_of(md, i)) < 0)
-                continue;
-            /* a thread may be stopped between two of the compiler's 1-byte NOPs */
-            park |= s->patched == FTR_SITE_ORIGINAL && s->shape == FTR_SHAPE_NOPS;
-            which[n++] = s;
+    struct ftr_poke *pokes = (struct ftr_poke *)mem;
+    struct ftr_site **which = (struct ftr_site **)(pokes + total);
+    size_t *bad = (size_t *)(which + total);
+    uint8_t *want = (uint8_t *)(bad + total);
+    /* first the pokes that may be written live, then (from `sleds` on) the first conversions
+     * of 5 x 90 sites that have no sled mirror: those only alone */
+    size_t n = 0, sleds = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) sleds = n;
+        for (size_t k = 0; k < nmods; k++) {
+            struct mod *md = &mods[k];
+            if (!md->ready || md->gone) continue;
+            for (size_t i = 0; i < md->m.nsites; i++) {
+                struct ftr_site *s = &md->m.sites[i];
+                int w = wanted(md, s);
+                if (s->patched == w || s->patched == FTR_SITE_BROKEN) continue;
+                int alone_only =
+                    s->shape == FTR_SHAPE_NOPS && !sled(md, s) && s->patched == FTR_SITE_ORIGINAL;
+                if (alone_only != pass) continue;
+                struct ftr_poke *p = &pokes[n];
+                p->addr = s->addr;
+                p->len = s->len;
+                if (state_bytes(md, i, s->patched, p->expect) < 0 ||
+                    state_bytes(md, i, w, p->bytes) < 0)
+                    continue;
+                want[n] = (uint8_t)w;
+                which[n++] = s;
+            }
         }
     }
-    if (!n) goto out;
-    struct patch_job job = {.pokes = pokes, .n = n, .bad = bad};
-    rc = write_pokes(&job, park, err, errlen);
-    if (rc == -1 && park && !job.live_failed) {
-        /* The world could not be stopped: the sites that needed it stay untraced, for good
-         * (retrying would stall the program again); the others go on live. */
-        ftr_msg("%s: %zu functions of -fpatchable-function-entry code are not traced", err,
-                drop_nop_sleds(pokes, which, &n));
-        job = (struct patch_job){.pokes = pokes, .n = n, .bad = bad};
-        rc = n ? write_pokes(&job, 0, err, errlen) : 0;
+    int rc = 0;
+    if (sleds) {
+        struct patch_job job = {.pokes = pokes, .n = sleds, .bad = bad};
+        rc = write_pokes(&job, 0, err, errlen);
+        if (rc == 0) settle(&job, which, want);
     }
-    if (rc == 0) {
-        size_t nbad = job.refused > 0 ? (size_t)job.refused : 0;
-        for (size_t i = 0, b = 0; i < n; i++) {
-            if (b < nbad && bad[b] == i) {
-                b++;
+    if (rc == 0 && n > sleds) {
+        struct patch_job job = {.pokes = pokes + sleds, .n = n - sleds, .bad = bad};
+        int r = write_pokes(&job, 1, err, errlen);
+        if (r == 0) {
+            settle(&job, which + sleds, want + sleds);
+        } else if (r == -2) { /* never: a thread could be stopped between two of the NOPs */
+            ftr_msg("%s: %zu functions are not traced", err, n - sleds);
+            for (size_t i = sleds; i < n; i++) {
                 which[i]->patched = FTR_SITE_BROKEN;
                 ftr_g.skipped++;
-                continue;
             }
-            which[i]->patched = (uint8_t)(pokes[i].bytes[0] == 0xe8 ? FTR_SITE_CALL : FTR_SITE_NOP);
+        } else {
+            rc = -1;
         }
-    } else if (rc == -2) {
-        rc = -1;
-    } else if (job.refused < 0) {
-        snprintf(err, errlen, "cannot rewrite code %s: %s",
-                 job.live ? "while other threads run" : "", strerror(errno));
     }
-out:
-    ftr_munmap(pokes, total * sizeof *pokes);
-    ftr_munmap(which, total * sizeof *which);
-    ftr_munmap(bad, total * sizeof *bad);
+    if (rc == -2) rc = -1;
+    ftr_munmap(mem, bytes);
     return rc;
 }
 
@@ -404,6 +442,7 @@ static void prepare_new(void)
             md->gone = 1;
             continue;
         }
+        map_mirror(md);
         md->ready = 1;
         if (enc) describe(enc, md, &meta);
         ftr_g.sites += md->m.nsites;
@@ -500,8 +539,12 @@ void ftr_modules_rescan(void)
         if (md->seen || md->is_main) continue; /* the executable never goes */
         /* Unloaded: nothing can reach its stubs any more, once its text is really gone; if the
          * pages are still mapped (or mapped again), the stubs stay (a page or so, for good). */
-        if (!md->gone && md->stubs && !text_mapped(md)) munmap(md->stubs, md->stubs_len);
+        if (!md->gone && md->stubs && !text_mapped(md)) {
+            munmap(md->stubs, md->stubs_len);
+            if (md->mirror) munmap(md->mirror, md->mirror_len);
+        }
         md->stubs = NULL;
+        md->mirror = NULL;
         md->gone = 1;
         if (md->m.nsites == 0) { /* a site-less placeholder: forget its name too */
             free(md->m.path);

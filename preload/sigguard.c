@@ -45,10 +45,13 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <mqueue.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/select.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -105,8 +108,11 @@ static void *real(int i)
 _Static_assert(sizeof(struct sigaction) % sizeof(unsigned long) == 0, "sigaction in words");
 
 static int gsig[FTR_SIGGUARD_MAX];
-static _Atomic int gcount;          /* published last by ftr_sigguard_init() */
-static _Atomic unsigned long gmask; /* the guarded signals, as the first word of a sigset_t */
+static _Atomic int gcount; /* published last by ftr_sigguard_init() */
+/* the guarded signals, as the first word of a sigset_t; SIGTRAP from the start: a library
+ * constructor that runs before ours may start a thread with every signal blocked, and that
+ * thread would die of the first int3 it met */
+static _Atomic unsigned long gmask = 1ul << (SIGTRAP - 1);
 static void *_Atomic ours_fn[FTR_SIGGUARD_MAX]; /* our handler of each */
 static _Atomic pid_t gpid;                      /* the process they are guarded in (0: not yet) */
 static _Atomic unsigned sigintr;                /* bit i: siginterrupt(gsig[i], 1) is in effect */
@@ -163,10 +169,16 @@ static void strip(sigset_t *s)
 {
     s->__val[0] &= ~gmask;
 }
+/* masks are stripped before ftr_sigguard_init() too, but never in a vfork child */
+static int strips(void)
+{
+    pid_t g = atomic_load_explicit(&gpid, memory_order_relaxed);
+    return g == 0 || g == getpid();
+}
 /* @return set, or buf holding set without the guarded signals */
 static const sigset_t *stripped(const sigset_t *set, sigset_t *buf)
 {
-    if (!set || !(set->__val[0] & gmask) || !ours()) return set;
+    if (!set || !(set->__val[0] & gmask) || !strips()) return set;
     *buf = *set;
     strip(buf);
     return buf;
@@ -175,7 +187,7 @@ static const sigset_t *stripped(const sigset_t *set, sigset_t *buf)
 static int stripped_bits(int mask)
 {
     unsigned g = (unsigned)gmask;
-    return ((unsigned)mask & g) && ours() ? (int)((unsigned)mask & ~g) : mask;
+    return ((unsigned)mask & g) && strips() ? (int)((unsigned)mask & ~g) : mask;
 }
 
 static void load_words(int i, unsigned long *w)
@@ -384,7 +396,8 @@ EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old
 {
     int i = guarded_here(sig);
     if (i >= 0) return set_view(i, act, old), 0;
-    if (!act || !(act->sa_mask.__val[0] & gmask) || !ours()) return REAL(sigaction)(sig, act, old);
+    if (!act || !(act->sa_mask.__val[0] & gmask) || !strips())
+        return REAL(sigaction)(sig, act, old);
     struct sigaction a = *act;
     strip(&a.sa_mask);
     return REAL(sigaction)(sig, &a, old);
@@ -528,7 +541,7 @@ EXPORT int pthread_attr_setsigmask_np(pthread_attr_t *attr, const sigset_t *ss)
 /* in place (see the top) */
 static void strip_context(const ucontext_t *ucp)
 {
-    if (ucp && (ucp->uc_sigmask.__val[0] & gmask) && ours()) strip((sigset_t *)&ucp->uc_sigmask);
+    if (ucp && (ucp->uc_sigmask.__val[0] & gmask) && strips()) strip((sigset_t *)&ucp->uc_sigmask);
 }
 EXPORT int swapcontext(ucontext_t *restrict oucp, const ucontext_t *restrict ucp)
 {
@@ -547,4 +560,67 @@ EXPORT pid_t _Fork(void)
     pid_t r = REAL(_Fork)();
     if (r == 0 && atomic_load(&gpid)) after_fork_child();
     return r;
+}
+
+/* ---- threads the C library starts with every signal blocked ----
+ * timer_create() and mq_notify() with SIGEV_THREAD run the program's function in a thread that
+ * glibc starts with (nearly) every signal blocked, SIGTRAP included, through its own calls: the
+ * first int3 of a rewrite that thread met would kill the process. The function is wrapped:
+ * SIGTRAP is unblocked first. The pairs live in our own memory, never freed (16 bytes a
+ * notification set up). */
+struct notify {
+    void (*fn)(union sigval);
+    union sigval value;
+};
+static pthread_mutex_t notify_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct notify *notify_page;
+static size_t notify_used;
+#define NOTIFY_PER_PAGE (65536 / sizeof(struct notify))
+
+static void notify_trampoline(union sigval v)
+{
+    struct notify *n = v.sival_ptr;
+    sigset_t trap;
+    sigemptyset(&trap);
+    sigaddset(&trap, SIGTRAP);
+    kmask(SIG_UNBLOCK, &trap, NULL);
+    n->fn(n->value);
+}
+
+/* @return sev, or buf: sev with its function wrapped (NULL: out of memory) */
+static const struct sigevent *wrap_notify(const struct sigevent *sev, struct sigevent *buf)
+{
+    if (!sev || sev->sigev_notify != SIGEV_THREAD || !sev->sigev_notify_function) return sev;
+    pthread_mutex_lock(&notify_lock);
+    if (!notify_page || notify_used == NOTIFY_PER_PAGE) {
+        void *p = mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        notify_page = p == MAP_FAILED ? NULL : p;
+        notify_used = 0;
+    }
+    struct notify *n = notify_page ? &notify_page[notify_used++] : NULL;
+    pthread_mutex_unlock(&notify_lock);
+    if (!n) return sev; /* as it was: such a thread would not survive a live rewrite */
+    n->fn = sev->sigev_notify_function;
+    n->value = sev->sigev_value;
+    *buf = *sev;
+    buf->sigev_notify_function = notify_trampoline;
+    buf->sigev_value.sival_ptr = n;
+    return buf;
+}
+
+EXPORT int timer_create(clockid_t clock, struct sigevent *sev, timer_t *id)
+{
+    static int (*next)(clockid_t, struct sigevent *, timer_t *);
+    if (!next)
+        next = (int (*)(clockid_t, struct sigevent *, timer_t *))dlsym(RTLD_NEXT, "timer_create");
+    struct sigevent buf;
+    return next(clock, (struct sigevent *)wrap_notify(sev, &buf), id);
+}
+
+EXPORT int mq_notify(mqd_t mq, const struct sigevent *sev)
+{
+    static int (*next)(mqd_t, const struct sigevent *);
+    if (!next) next = (int (*)(mqd_t, const struct sigevent *))dlsym(RTLD_NEXT, "mq_notify");
+    struct sigevent buf;
+    return next(mq, wrap_notify(sev, &buf));
 }

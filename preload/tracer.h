@@ -97,7 +97,6 @@ struct ftr_config {
     size_t shadow_entries;
     int zstd_level;
     unsigned flush_ms;
-    int stw_signal;
     int lossless; /* FTRACE_LOSSLESS: wait for the writer rather than drop events */
     char output[4096];
 };
