@@ -49,7 +49,7 @@
 #include "text_io.h"
 
 /* Sites written per breakpoint batch (three serialisations each). */
-#define FTR_POKE_SLICE 16384
+#define FTR_POKE_SLICE 1024
 
 /* ---- the batch being written, as the trap handler sees it ---- */
 struct bp_table {

@@ -296,11 +296,31 @@ static void serve(uint64_t deadline)
 
 static int bind_socket(const char *path, char *why, size_t len);
 
-/* The socket file is gone while we serve: listen on a new one at the same path. */
-static void rebind_if_gone(void)
+/* Is listen_fd still our listening socket, bound to sock_path? */
+static int listening_ours(void)
+{
+    struct sockaddr_un sa;
+    socklen_t len = sizeof sa;
+    int acc = 0;
+    socklen_t alen = sizeof acc;
+    ftr_fd_lock();
+    int fd = listen_fd;
+    int ok = fd >= 0 && getsockname(fd, (struct sockaddr *)&sa, &len) == 0 &&
+             sa.sun_family == AF_UNIX && strcmp(sa.sun_path, sock_path) == 0 &&
+             getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &alen) == 0 && acc;
+    ftr_fd_unlock();
+    return ok;
+}
+
+/* The socket file is gone while we serve, or our descriptor was lost: listen on a new socket
+ * at the same path. */
+static void rebind_if_gone_or_lost(void)
 {
     struct stat st;
-    if (getpid() != server_pid || lstat(sock_path, &st) == 0 || errno != ENOENT) return;
+    if (getpid() != server_pid) return;
+    if (__atomic_load_n(&listen_fd, __ATOMIC_RELAXED) >= 0 &&
+        (lstat(sock_path, &st) == 0 || errno != ENOENT))
+        return;
     char why[600];
     int fd = bind_socket(sock_path, why, sizeof why);
     if (fd < 0) return; /* tried again at the next idle second */
@@ -325,13 +345,21 @@ static void *server_main(void *arg)
         struct pollfd p = {.fd = fd, .events = POLLIN};
         int r = poll(&p, 1, 1000);
         if (atomic_load(&stopping) || atomic_load(&quit)) break;
-        if (r == 0) rebind_if_gone(); /* the socket file removed (by hand, a /tmp cleaner) */
+        if (r == 0) rebind_if_gone_or_lost(); /* the socket file removed (by hand, /tmp cleaner) */
         if (r <= 0) continue;
-        /* a listening socket reports these only when shut down or broken (a number the program
-         * took over since has moved ours: look again) */
+        /* A number the program took over since has moved ours (dup2): look again. Otherwise a
+         * socket that is broken, closed or no longer ours (a raw close_range() freed our
+         * number, and the program's next socket got it): never touch it, listen anew. */
         if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) &&
-            fd == __atomic_load_n(&listen_fd, __ATOMIC_RELAXED))
-            break;
+            fd != __atomic_load_n(&listen_fd, __ATOMIC_RELAXED))
+            continue;
+        if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) || !listening_ours()) {
+            ftr_fd_lock();
+            listen_fd = -1;
+            ftr_fd_unlock();
+            rebind_if_gone_or_lost();
+            continue;
+        }
         ftr_fd_lock();
         int c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         int e = errno;

@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -90,10 +91,46 @@ void ftr_writer_add_meta(const struct ftr_buf *chunks)
     ftr_wake_writer();
 }
 
+/* The trace file's identity, taken when the writer starts: a raw close_range() or close() system
+ * call (fdguard.c sees only libc's) can free our number, and the program's next open() takes it:
+ * then we must not write into the program's file. */
+static dev_t trace_dev;
+static ino_t trace_ino;
+
+static void remember_trace_file(void)
+{
+    struct stat st;
+    if (fstat(ftr_g.fd, &st) == 0) {
+        trace_dev = st.st_dev;
+        trace_ino = st.st_ino;
+    }
+}
+
+static int still_ours(void)
+{
+    struct stat st;
+    return fstat(ftr_g.fd, &st) == 0 && st.st_dev == trace_dev && st.st_ino == trace_ino;
+}
+
 static void flush_out(void)
 {
     size_t off = 0;
     ftr_fd_lock();
+    if (!write_failed && out.len && !still_ours()) {
+        /* The number is not ours any more: never write there. Open the file again (appending
+         * whole chunks, as every process of the session does), out of the program's way. */
+        int fd = open(ftr_cfg.output, O_WRONLY | O_APPEND | O_CLOEXEC);
+        int high = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 512) : -1;
+        if (fd >= 0 && high >= 0) close(fd);
+        if (high < 0) high = fd;
+        struct stat st;
+        if (high >= 0 && fstat(high, &st) == 0 && st.st_dev == trace_dev && st.st_ino == trace_ino)
+            ftr_g.fd = high;
+        else {
+            if (high >= 0) close(high);
+            write_failed = EBADF; /* stop, count what is lost */
+        }
+    }
     while (!write_failed && off < out.len) {
         ssize_t n = write(ftr_g.fd, out.data + off, out.len - off);
         if (n < 0 && errno == EINTR) continue;
@@ -258,6 +295,7 @@ static void *writer_main(void *arg)
     ftr_thread_off();
     __atomic_store_n(&ftr_writer_tid, (uint32_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
     syscall(SYS_futex, &ftr_writer_tid, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    remember_trace_file();
     write_process_chunk();
     flush_out();
     ftr_control_poll(); /* a fork child's server starts here */
