@@ -346,64 +346,66 @@ static int signal_new_threads(int gen, pid_t self)
     return added;
 }
 
-int ftr_stw_others(void)
+/* Calls fn(tid, arg) for every thread of this process but the caller and the ignored ones,
+ * until fn returns non-zero. @return that value, 0, or -1 when /proc cannot be read. */
+static int for_each_other_thread(int (*fn)(pid_t tid, void *arg), void *arg)
 {
     int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) return -1;
     pid_t self = (pid_t)syscall(SYS_gettid);
-    int others = 0;
+    int rc = 0;
     char dents[4096] __attribute__((aligned(8)));
     long nread;
-    while ((nread = syscall(SYS_getdents64, dfd, dents, sizeof dents)) > 0)
-        for (long off = 0; off < nread;) {
+    while (!rc && (nread = syscall(SYS_getdents64, dfd, dents, sizeof dents)) > 0)
+        for (long off = 0; off < nread && !rc;) {
             struct linux_dirent64 *de = (struct linux_dirent64 *)(dents + off);
             off += de->d_reclen;
             pid_t tid = (pid_t)atoi(de->d_name);
             int ign = tid <= 0 || tid == self;
             for (int i = 0; !ign && i < nignored; i++)
                 ign = ignored[i] == tid;
-            if (ign) continue;
-            char st[512];
-            if (read_proc(tid, "stat", st, sizeof st) > 0) {
-                const char *p = strrchr(st, ')'); /* "tid (comm) S ..." */
-                if (p && (p[2] == 'Z' || p[2] == 'X')) continue;
-            }
-            others++;
+            if (!ign) rc = fn(tid, arg);
         }
     close(dfd);
-    return others;
+    return rc;
+}
+
+static int count_live(pid_t tid, void *arg)
+{
+    char st[512];
+    if (read_proc(tid, "stat", st, sizeof st) > 0) {
+        const char *p = strrchr(st, ')'); /* "tid (comm) S ..." */
+        if (p && (p[2] == 'Z' || p[2] == 'X')) return 0;
+    }
+    ++*(int *)arg;
+    return 0;
+}
+
+int ftr_stw_others(void)
+{
+    int others = 0;
+    return for_each_other_thread(count_live, &others) < 0 ? -1 : others;
+}
+
+/* @return tid when it runs (not asleep in a system call, not a zombie) with *sig blocked */
+static int runs_blocking(pid_t tid, void *arg)
+{
+    char st[4096], sc[64];
+    if (read_proc(tid, "status", st, sizeof st) <= 0 || !sig_in_mask(st, "\nSigBlk:", *(int *)arg))
+        return 0;
+    const char *state = strstr(st, "\nState:");
+    char c = state ? state[8 + strspn(state + 8, " \t")] : 'R';
+    if (c == 'Z' || c == 'X') return 0;
+    /* asleep in a system call: a helper thread of the C library (timers' waits in sigwaitinfo)
+     * that runs no program code, or one that will unblock before it does */
+    if (read_proc(tid, "syscall", sc, sizeof sc) > 0 && sc[0] >= '0' && sc[0] <= '9') return 0;
+    return (int)tid;
 }
 
 int ftr_stw_blocking_running(int sig)
 {
-    int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) return 0;
-    pid_t self = (pid_t)syscall(SYS_gettid), found = 0;
-    char dents[4096] __attribute__((aligned(8)));
-    long nread;
-    while (!found && (nread = syscall(SYS_getdents64, dfd, dents, sizeof dents)) > 0)
-        for (long off = 0; off < nread && !found;) {
-            struct linux_dirent64 *de = (struct linux_dirent64 *)(dents + off);
-            off += de->d_reclen;
-            pid_t tid = (pid_t)atoi(de->d_name);
-            int ign = tid <= 0 || tid == self;
-            for (int i = 0; !ign && i < nignored; i++)
-                ign = ignored[i] == tid;
-            if (ign) continue;
-            char st[4096], sc[64];
-            if (read_proc(tid, "status", st, sizeof st) <= 0 || !sig_in_mask(st, "\nSigBlk:", sig))
-                continue;
-            const char *state = strstr(st, "\nState:");
-            char c = state ? state[8 + strspn(state + 8, " \t")] : 'R';
-            if (c == 'Z' || c == 'X') continue;
-            /* asleep in a system call: a helper thread of the C library (timers' waits in
-             * sigwaitinfo) that runs no program code, or one that will unblock before it does */
-            if (read_proc(tid, "syscall", sc, sizeof sc) > 0 && sc[0] >= '0' && sc[0] <= '9')
-                continue;
-            found = tid;
-        }
-    close(dfd);
-    return found;
+    int found = for_each_other_thread(runs_blocking, &sig);
+    return found > 0 ? found : 0;
 }
 
 static uint64_t now_ns(void)
