@@ -306,9 +306,6 @@ int ftr_stw_others(void);
 int ftr_stw_blocking_running(int sig);
 /*! ftr_stw_forget_ignored() : in a fork child, the ignored threads are gone. */
 void ftr_stw_forget_ignored(void);
-/*! ftr_stw_set_chain() : the handshake signal is not ours (the program's own, sent by someone
- *  else): fn runs the program's action for it (without it, the action found at init runs). */
-void ftr_stw_set_chain(void (*fn)(int sig, siginfo_t *si, void *uc));
 /*! ftr_stw_run() : parks every other thread, runs fn(arg), makes every thread serialise its
  *  instruction stream, lets each parked thread fix its ip with ipfn, releases them.
  *  Threads that do not acknowledge within timeout_ms make the call give up before fn runs:

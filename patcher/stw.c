@@ -52,7 +52,6 @@
 #define BLOCKED_GRACE_NS (50 * 1000 * 1000ull) /* of the thread's own CPU time */
 
 static int stw_signo;
-static void (*chain_fn)(int, siginfo_t *, void *); /* the program's handler, if registered */
 static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sigaction prev_action;
 
@@ -122,9 +121,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
                   : 0;
     if (gen == 0 || gen != atomic_load(&active_gen)) {
         /* Not ours (or too late): hand a foreign signal to whatever the program installed. */
-        if (gen == 0 && chain_fn)
-            chain_fn(sig, si, ucv);
-        else if (gen == 0 && (prev_action.sa_flags & SA_SIGINFO) && prev_action.sa_sigaction)
+        if (gen == 0 && (prev_action.sa_flags & SA_SIGINFO) && prev_action.sa_sigaction)
             prev_action.sa_sigaction(sig, si, ucv);
         else if (gen == 0 && !(prev_action.sa_flags & SA_SIGINFO) &&
                  prev_action.sa_handler != SIG_DFL && prev_action.sa_handler != SIG_IGN)
@@ -174,11 +171,6 @@ int ftr_stw_init(int signo, int (*install)(int sig, const struct sigaction *sa),
     stw_signo = signo;
     ftr_bp_init(NULL, 0); /* membarrier(SYNC_CORE), for the serialisation after the callback */
     return 0;
-}
-
-void ftr_stw_set_chain(void (*fn)(int, siginfo_t *, void *))
-{
-    chain_fn = fn;
 }
 
 void ftr_stw_forget_ignored(void)

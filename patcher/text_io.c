@@ -64,39 +64,6 @@ int ftr_textio_pwrite(int fd, uint64_t addr, const void *buf, size_t len)
     return -1;
 }
 
-int ftr_textio_write(int fd, const struct ftr_piece *pc, size_t n, unsigned *writes)
-{
-    uint8_t buf[FTR_TEXTIO_SPAN], back[FTR_TEXTIO_SPAN];
-    size_t i = 0;
-    while (i < n) {
-        uint64_t lo = pc[i].addr, hi = lo + pc[i].len;
-        size_t j = i + 1;
-        for (; j < n && pc[j].addr + pc[j].len - lo <= FTR_TEXTIO_SPAN; j++)
-            hi = pc[j].addr + pc[j].len;
-        size_t len = (size_t)(hi - lo);
-        if (ftr_textio_read(fd, lo, buf, len) < 0) return -1;
-        for (size_t m = i; m < j; m++)
-            memcpy(buf + (pc[m].addr - lo), pc[m].bytes, pc[m].len);
-        ssize_t w;
-        do
-            w = pwrite(fd, buf, len, (off_t)lo);
-        while (w < 0 && errno == EINTR);
-        if (writes) ++*writes;
-        if (w != (ssize_t)len) {
-            if (i == 0 && w < 0 && (errno == EPERM || errno == EACCES || errno == EIO)) return 0;
-            if (w >= 0) errno = EIO;
-            return -1;
-        }
-        if (ftr_textio_read(fd, lo, back, len) < 0) return -1;
-        if (memcmp(back, buf, len) != 0) {
-            errno = EIO; /* the page did not keep what we wrote */
-            return -1;
-        }
-        i = j;
-    }
-    return 1;
-}
-
 static long raw_mprotect(uint64_t addr, uint64_t len, long prot)
 {
     long ret;

@@ -23,8 +23,7 @@ struct ftr_piece {
     uint8_t bytes[FTR_SITE_LEN_MAX];
 };
 
-/* Longest run of text one pwrite() covers: nearby pieces are written together, the bytes
- * between them with their own (live) value. */
+/* Longest run of text one pwrite() covers (text_poke.c's spans). */
 #define FTR_TEXTIO_SPAN 8192
 
 /*! ftr_textio_open() : @return a descriptor on this process's memory, or -1 (errno). */
@@ -38,12 +37,6 @@ int ftr_textio_read(int fd, uint64_t addr, void *buf, size_t len);
 /*! ftr_textio_pwrite() : len bytes from buf at addr, through fd (EINTR retried).
  *  @return 1, 0 refused by the kernel (EPERM, EACCES, EIO), -1 other error (errno). */
 int ftr_textio_pwrite(int fd, uint64_t addr, const void *buf, size_t len);
-
-/*! ftr_textio_write() : writes the n pieces through fd, in runs of up to FTR_TEXTIO_SPAN bytes,
- *  and reads each run back. *writes counts the pwrite() calls.
- *  @return 1 done, 0 the kernel refused forced writes before anything was written (EPERM,
- *  EACCES, EIO on the first run), -1 error (errno; EIO when the read-back differs). */
-int ftr_textio_write(int fd, const struct ftr_piece *pc, size_t n, unsigned *writes);
 
 /*! ftr_textio_write_mprotect() : the fallback for callers that are alone (no other thread can
  *  run the pages meanwhile): each page group RX -> RW -> written -> RX, never W and X at once.

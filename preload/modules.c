@@ -9,10 +9,9 @@
  * else may run the text meanwhile (docs/design.md, "Rewriting live text"):
  *   - no other thread of the program: written as they are (start-up, single-threaded programs);
  *   - other threads: a breakpoint batch (text_poke_live), which no thread can see torn and
- *     which interrupts nobody;
- *   - and when the batch first converts -fpatchable-function-entry's five 1-byte NOPs, a thread
- *     could be stopped between two of them: the running threads are parked first (stw.c) and
- *     moved past the site.
+ *     which interrupts nobody. -fpatchable-function-entry's five 1-byte NOPs get the sled
+ *     states (only their first byte changes) where their module has a sled mirror, and are
+ *     converted only alone where it has none.
  * The executable is the first module dl_iterate_phdr() reports; its path is taken once, at
  * start (/proc/self/exe stops resolving when the file is replaced or the main thread exits).
  * dlwrap.c holds the registry's lock across dlopen()/dlclose() and their rescan.
@@ -33,7 +32,6 @@
 #include "ftr_patcher.h"
 #include "tracer.h"
 
-#define STW_TIMEOUT_MS 2000
 #define REACH ((int64_t)1 << 31)
 
 struct mod {
@@ -56,10 +54,9 @@ static size_t nmods;
 static uint32_t next_site = 1, next_module_id;
 static char exe_path[4096]; /* the executable, as /proc/self/exe said at start */
 
-/* the last rewrite, for FTRACE_VERBOSE and ftrace-ctl status */
+/* the last rewrite, for FTRACE_VERBOSE */
 static struct {
-    const char *how; /* "alone", "live", "parked + live" */
-    struct ftr_stw_stats stw;
+    const char *how; /* "alone", "live" */
     struct ftr_poke_stats live;
     size_t pokes;
 } last;
@@ -299,7 +296,7 @@ static uint64_t ns_since(const struct timespec *a)
            (uint64_t)a->tv_nsec;
 }
 
-/* Writes the pokes, alone or live (see the top of this file); live == NULL: alone only.
+/* Writes the pokes, alone or live (see the top of this file); alone_only: never live.
  * @return 0, -1 (err: the write failed), -2 (err: live needed and not possible). */
 static int write_pokes(struct patch_job *job, int alone_only, char *err, size_t errlen)
 {
@@ -491,10 +488,10 @@ int ftr_modules_patch(char *err, size_t errlen)
     ftr_g.patched = count_traced(&used);
     if (rc == 0 && ftr_cfg.verbose && last.how)
         ftr_msg("%llu sites traced in %zu modules (%llu skipped); %zu rewritten %s: %.1f us, "
-                "%llu threads trapped, %u parked (%u moved out of a site)",
+                "%llu threads trapped",
                 (unsigned long long)ftr_g.patched, used, (unsigned long long)ftr_g.skipped,
-                last.pokes, last.how, (double)(last.stw.ns ? last.stw.ns : last.live.ns) / 1e3,
-                (unsigned long long)last.live.traps, last.stw.threads, last.stw.moved_ips);
+                last.pokes, last.how, (double)last.live.ns / 1e3,
+                (unsigned long long)last.live.traps);
     pthread_mutex_unlock(&mods_lock);
     return rc;
 }

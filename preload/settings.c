@@ -10,7 +10,7 @@
  *  enabled         --disabled / ftrace-ctl on|off: off makes every site a NOP
  *
  * The filter and the enabled state act through the patcher (modules.c asks
- * ftr_site_wanted() for every site and rewrites what changed under the handshake); the graph
+ * ftr_site_wanted() for every site and rewrites what changed, live); the graph
  * knobs act in the hooks (ftr_g.* and the per-site flags), so they apply at once.
  *
  * C++ names: ftr_site_wanted() demangles a site's name once (patcher/filter.c's ftr_demangle,

@@ -1,5 +1,5 @@
 /*
- * sigguard.c - the guarded signals (SIGTRAP, the handshake signal) stay ours: never blocked, and
+ * sigguard.c - the guarded signals (SIGTRAP: the breakpoint batches) stay ours: never blocked, and
  * handled by our handler, while the program believes what it asked for (sigguard.h).
  *
  * Dispositions. For a guarded signal, sigaction() records the program's new action in a table
@@ -19,13 +19,13 @@
  * context on our stack could be overwritten by the switch it describes, or by a signal frame
  * pushed just after it). signalfd: the guarded signals are also taken out of the set it watches.
  * It only receives blocked signals, but a reader sleeping on it dequeues any signal of its set,
- * blocked or not, before any handler runs, which would steal the handshake signal; so the
+ * blocked or not, before any handler runs, which would steal a trap of ours; so the
  * program's signalfd never reports a guarded signal (its action gets it instead). A program
  * reading a mask back sees the real one (guarded signals unblocked).
  *
  * Left alone: sigwait, sigwaitinfo, sigtimedwait wait for signals, they do not block them (the
- * kernel unblocks the set only for the wait, whose dequeue then bypasses handlers; the handshake
- * does not signal threads sleeping in a system call). Also sigrelse, __xpg_sigpause, siggetmask
+ * kernel unblocks the set only for the wait, whose dequeue then bypasses handlers; a synchronous
+ * SIGTRAP is never dequeued by another thread's wait). Also sigrelse, __xpg_sigpause, siggetmask
  * (they only unblock or read), posix_spawnattr_setsigmask (the mask of a new program: a traced
  * one guards itself at start, an untraced one gets what was asked) and sigvec (compat only).
  *
@@ -330,11 +330,6 @@ void ftr_sigguard_program_action(int sig, struct sigaction *out)
     int i = slot(sig);
     memset(out, 0, sizeof *out);
     if (i >= 0) view_read(i, out);
-}
-
-int ftr_sigguard_is_guarded(int sig)
-{
-    return slot(sig) >= 0;
 }
 
 int ftr_sigguard_real_sigmask(int how, const sigset_t *set, sigset_t *old)

@@ -1,9 +1,9 @@
 /*
- * sigguard.h - guarded signals (sigguard.c): keeps a few signals (SIGTRAP, the handshake signal)
- * never blocked by the program and always handled by our handler, while the program believes
- * what it asked for, as glibc does for its internal SIGCANCEL and SIGSETXID. Offers the set-up,
- * our own handler's installation, the program's view of each guarded signal and the way to run
- * the program's action from our handler. Private to preload/.
+ * sigguard.h - guarded signals (sigguard.c): keeps a few signals (SIGTRAP, for the breakpoint
+ * batches) never blocked by the program and always handled by our handler, while the program
+ * believes what it asked for, as glibc does for its internal SIGCANCEL and SIGSETXID. Offers the
+ * set-up, our own handler's installation, the program's view of each guarded signal and the way to
+ * run the program's action from our handler. Private to preload/.
  *
  * libftrace.so's own calls to sigaction() and pthread_sigmask() bind to the interposed wrappers
  * too: install our handlers with ftr_sigguard_install() (a plain sigaction() would only change
@@ -39,8 +39,6 @@ void ftr_sigguard_program_action(int sig, struct sigaction *out) FTR_HIDDEN;
  * action (the process dies or stops of sig as it would without us), or nothing (SIG_IGN; but a
  * synchronous fault the program ignores kills it, as the kernel does). Async-signal-safe. */
 void ftr_sigguard_chain(int sig, siginfo_t *si, void *uc) FTR_HIDDEN;
-/* @return 1 when sig is guarded */
-int ftr_sigguard_is_guarded(int sig) FTR_HIDDEN;
 /* pthread_sigmask() without the guard, for libftrace's own threads. */
 int ftr_sigguard_real_sigmask(int how, const sigset_t *set, sigset_t *old) FTR_HIDDEN;
 

@@ -225,7 +225,7 @@ const char *ftr_dl_caller_search(const void *caller, const char *file, char *out
 
 /* modules.c */
 size_t ftr_modules_scan(void) FTR_HIDDEN; /* finds the loaded modules' sites; @return count */
-int ftr_modules_patch(char *err, size_t errlen) FTR_HIDDEN;  /* stubs + rewrite, handshake */
+int ftr_modules_patch(char *err, size_t errlen) FTR_HIDDEN;  /* stubs + rewrite (alone or live) */
 void ftr_modules_describe(struct ftr_buf *out) FTR_HIDDEN;   /* MODULE+SITES chunks, again */
 void ftr_modules_rescan(void) FTR_HIDDEN;                    /* after dlopen / dlclose */
 void ftr_modules_say_unmatched(const char *expr) FTR_HIDDEN; /* filter selected nothing */

@@ -388,7 +388,8 @@ int ftr_writer_start(char *err, size_t errlen)
         return -1;
     }
     w_running = 1;
-    while (!__atomic_load_n(&ftr_writer_tid, __ATOMIC_ACQUIRE)) /* the handshake skips it */
+    while (!__atomic_load_n(&ftr_writer_tid,
+                            __ATOMIC_ACQUIRE)) /* not counted as running patched code */
         syscall(SYS_futex, &ftr_writer_tid, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
     return 0;
 }

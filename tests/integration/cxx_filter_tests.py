@@ -35,6 +35,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from run_integration import parse_graph  # noqa: E402
+from ctl_tests import wait_file  # noqa: E402
 
 SRC = os.path.join(HERE, "progs", "cxxnames.cpp")
 
@@ -188,17 +189,6 @@ class Tools:
 def ftrace_lines(stderr):
     return [l for l in stderr.splitlines() if l.startswith("ftrace-run: ") and
             " calls traced into " not in l]
-
-
-def wait_file(path, proc, secs=20):
-    end = time.time() + secs
-    while time.time() < end:
-        if os.path.exists(path):
-            return
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError("program exited (%s) waiting for %s" % (proc.returncode, path))
-        time.sleep(0.01)
-    raise AssertionError("timed out waiting for %s" % path)
 
 
 def test_ctl(t, exe, tag):
