@@ -82,6 +82,8 @@ static void set_window(struct ftr_tls *t, struct ftr_chunk *c)
     if (c) {
         c->tid = t->thr->tid;
         c->flushed = 0;
+        c->seq0 = t->thr->next_seq;
+        t->thr->next_seq += c->nrec;
         t->pos = c->rec;
         t->end = c->rec + c->nrec;
     } else {
@@ -204,6 +206,8 @@ void ftr_chunk_full_slow(void *unused)
     if (next) {
         next->tid = thr->tid;
         next->flushed = 0;
+        next->seq0 = thr->next_seq;
+        thr->next_seq += next->nrec;
         __atomic_store_n(&t->end, NULL, __ATOMIC_RELAXED);
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         __atomic_store_n(&t->pos, next->rec, __ATOMIC_RELAXED);

@@ -158,6 +158,8 @@ struct ftr_chunk {
     uint32_t tid;         /* owner thread */
     size_t flushed;       /* records the writer has taken (it writes; rewind_short reads) */
     size_t nrec;          /* capacity in records */
+    uint64_t seq0;        /* position of rec[0] in its thread's stream of record slots: the
+                             writer tells the reader the order of a thread's pieces by it */
     struct ftr_rec rec[]; /* zeroed before (re)use: a zero head is an unfilled slot */
 };
 
@@ -170,6 +172,7 @@ struct ftr_thread {
     struct ftr_chunk *spare; /* the next one, ready: a full chunk is replaced without a lock */
     struct ftr_chunk *held;  /* full, but a record interrupted by a signal is still to be
                                 written into it: handed to the writer at the next chance */
+    uint64_t next_seq;       /* seq0 of this thread's next chunk */
     char name[16];
 };
 
