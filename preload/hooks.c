@@ -13,6 +13,7 @@
  *  - a shadow entry is reserved first (top moves over it), filled, and its slot stored last;
  *    a free or half-filled entry has slot 0, which every scan skips, and pops clear it.
  */
+#include "stacks.h"
 #include "tracer.h"
 
 #define SIGNAL_FENCE() __atomic_signal_fence(__ATOMIC_SEQ_CST)
@@ -48,7 +49,9 @@ static void record_arg(struct ftr_tls *t, uint32_t head, uint64_t tsc, uint32_t 
             t->lost++;
             goto out;
         }
+        t->slow_sp = (uintptr_t)__builtin_frame_address(0);
         ftr_call_saving(ftr_chunk_full_slow, NULL);
+        t->slow_sp = 0;
         r = reserve(t);
         if (unlikely(r >= t->end)) {
             t->lost++;
@@ -64,12 +67,11 @@ out:
     t->filling--;
 }
 
-/* Is a stack address on this thread's own stack? Entries hooked on another stack (a
- * sigaltstack handler, a swapcontext coroutine) are never judged dead by addresses on this one:
- * stacks are not ordered with each other. Unknown bounds (0, 0) make everything "own". */
-static inline int own_stack(const struct ftr_tls *t, uintptr_t a)
+/* Entries hooked on another stack (a sigaltstack handler, a swapcontext coroutine) are never
+ * judged dead by addresses on this one: stacks are not ordered with each other (stacks.h). */
+static inline int same_stack(const struct ftr_tls *t, uintptr_t a, uint32_t cls)
 {
-    return a && ((a - t->stack_lo) < (t->stack_hi - t->stack_lo) || t->stack_hi == 0);
+    return a && ftr_stack_class(t, a) == cls;
 }
 
 /* A closed entry whose slot may still hold our return trampoline (a frame wrongly presumed
@@ -136,8 +138,9 @@ static inline int rewind_short(struct ftr_tls *t, const struct ftr_shadow *e, ui
 static struct ftr_shadow *close_dead(struct ftr_tls *t, struct ftr_shadow *top, uintptr_t sp,
                                      int inclusive, uint64_t tsc)
 {
-    if (!own_stack(t, sp)) return top;
-    while (top > t->shadow_base && own_stack(t, top[-1].slot) &&
+    uint32_t cls = ftr_stack_class(t, sp);
+    if (cls == FTR_STACK_UNKNOWN) return top;
+    while (top > t->shadow_base && same_stack(t, top[-1].slot, cls) &&
            (top[-1].slot < sp || (inclusive && top[-1].slot == sp))) {
         top--;
         bury(t, top);
@@ -159,7 +162,9 @@ void ftr_hook_entry(uint32_t site, uintptr_t *slot)
 
     if (unlikely(t->state != FTR_T_ACTIVE)) {
         if (t->state != FTR_T_NEW || t->in_slow) return;
+        t->slow_sp = (uintptr_t)slot;
         ftr_call_saving(ftr_thread_init_slow, NULL);
+        t->slow_sp = 0;
         if (t->state != FTR_T_ACTIVE) return;
     }
     uint64_t tsc = ftr_rdtsc();
@@ -246,8 +251,9 @@ static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_
     }
     /* m[-1] matches. Above it: close this stack's dead frames, keep other stacks' entries. */
     struct ftr_shadow *keep = m;
+    uint32_t cls = ftr_stack_class(t, slot);
     for (struct ftr_shadow *e = m; e < top; e++) {
-        if (own_stack(t, e->slot) == own_stack(t, slot) && e->slot < slot) {
+        if (e->slot < slot && same_stack(t, e->slot, cls)) {
             bury(t, e);
             retire(t, e, FTR_EV_UNWIND, tsc);
         } else {
@@ -297,8 +303,29 @@ uintptr_t ftr_hook_exit(uintptr_t sp)
 void ftr_close_frames_below(uintptr_t sp, int inclusive)
 {
     struct ftr_tls *t = &ftr_tls;
+    if (unlikely(t->slow_sp) && sp > t->slow_sp) {
+        /* A signal handler that interrupted our slow path jumps out of it: it never resumes. */
+        t->slow_sp = 0;
+        t->in_slow = 0;
+        ftr_slow_busy = 0;
+        if (t->state == FTR_T_OFF && !t->thr) t->state = FTR_T_NEW;
+    }
     if (!t->shadow_base) return;
-    t->top = close_dead(t, t->top, sp, inclusive, ftr_rdtsc());
+    uint64_t tsc = ftr_rdtsc();
+    struct ftr_shadow *top = t->top;
+    /* A jump off the stack we are on (siglongjmp out of a sigaltstack handler): every frame of
+     * this stack at the top of the shadow stack is left for good. */
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    uint32_t cls = ftr_stack_class(t, here);
+    if (cls != ftr_stack_class(t, sp)) {
+        while (top > t->shadow_base && top[-1].slot && ftr_stack_class(t, top[-1].slot) == cls) {
+            top--;
+            bury(t, top);
+            retire(t, top, FTR_EV_UNWIND, tsc);
+            top->slot = 0;
+        }
+    }
+    t->top = close_dead(t, top, sp, inclusive, tsc);
 }
 
 void ftr_close_all_frames(void)

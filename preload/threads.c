@@ -1,80 +1,184 @@
 /*
  * threads.c - per-thread tracing state, the chunk pool, and the hand-off of chunks to the writer.
  *
- * Everything here is slow path: it runs once per thread, once per full chunk (thousands of
- * events), or on the writer thread. Hooks reach it through ftr_call_saving(), so it may use libc.
+ * Nothing here takes a lock or calls the program's allocator: a thread's first hook, and a full
+ * chunk, may come inside a signal handler that interrupted malloc() or any lock of the program.
+ * Memory is the tracer's own (mmap); every shared structure is lock-free:
  *
- * One mutex (reg_lock) guards the thread registry, the pool's free list and the full queue. A
- * chunk is owned by its thread until it is queued as full; the writer may read the records of a
- * thread's current chunk up to the thread's write position (partial flush), taking only
+ *  - the chunk pool is a stack of chunk indices whose head carries a tag (no ABA): threads pop,
+ *    the writer pushes; a dry pool maps a new chunk (up to a cap, then events are dropped);
+ *  - full chunks go to the writer on a push-only stack, which the writer takes whole;
+ *  - thread records are never unlinked from their list: a thread claims a free one (or maps a
+ *    new one), the writer frees it after the thread's last chunk is written.
+ *
+ * A chunk is owned by its thread until it is queued as full; the writer may read the records of
+ * a thread's current chunk up to the thread's write position (partial flush), taking only
  * records whose head is non-zero (filled).
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <stdlib.h>
+#include <linux/futex.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "stacks.h"
 #include "tracer.h"
 
 __thread struct ftr_tls ftr_tls __attribute__((tls_model("initial-exec")));
 
-static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t pool_cond = PTHREAD_COND_INITIALIZER;
-static struct ftr_thread *threads;                            /* registry */
-static struct ftr_chunk *free_chunks;                         /* pool */
-static struct ftr_chunk *full_head, **full_tail = &full_head; /* FIFO to the writer */
-static size_t chunks_allocated;
-static pthread_key_t thread_key;
-static uint64_t lost_ended, overruns_ended; /* of threads that ended (under reg_lock) */
+enum { REC_FREE = 0, REC_CLAIMED, REC_LIVE, REC_ENDED, REC_REAPABLE };
 
+#define CHUNKS_MAX (1u << 20)
 #define POOL_MAX_BYTES (256u << 20) /* past this, events are dropped while the writer is behind */
+#define KEY_DIRECT 32               /* glibc: keys below this are set without allocating */
+
+static struct ftr_thread *_Atomic threads; /* every record ever made (push-only) */
+static struct ftr_chunk **chunk_table;     /* index -> chunk (NORESERVE) */
+static _Atomic uint64_t pool_head;         /* tag << 32 | (index + 1); 0 index: empty */
+static atomic_uint pool_gen;               /* futex word: moves at every release */
+static atomic_uint chunks_allocated;
+static struct ftr_chunk *_Atomic full_head; /* LIFO of full chunks; the writer reverses it */
+static pthread_key_t thread_key;
+static int key_direct;                              /* thread_key may be set from any context */
+static _Atomic uint64_t lost_ended, overruns_ended; /* of threads that ended */
 
 static size_t chunk_size(void)
 {
     return sizeof(struct ftr_chunk) + ftr_cfg.chunk_bytes;
 }
-
-/* Must hold reg_lock. Returns a zeroed chunk, or NULL when the pool is exhausted and the writer
- * did not free one in time (the caller then loses events). */
-static struct ftr_chunk *chunk_get_locked(void)
+static size_t shadow_bytes(void)
 {
-    for (;;) {
-        if (free_chunks) {
-            struct ftr_chunk *c = free_chunks;
-            free_chunks = c->next;
+    return ftr_cfg.shadow_entries * sizeof(struct ftr_shadow);
+}
+
+/* ---- the pool ---- */
+
+static void pool_put(struct ftr_chunk *c)
+{
+    uint64_t h = atomic_load(&pool_head), nh;
+    do {
+        c->next_free = (uint32_t)h;
+        nh = ((h >> 32) + 1) << 32 | (c->index + 1);
+    } while (!atomic_compare_exchange_weak(&pool_head, &h, nh));
+}
+
+static struct ftr_chunk *pool_pop(void)
+{
+    uint64_t h = atomic_load(&pool_head);
+    while ((uint32_t)h) {
+        struct ftr_chunk *c = chunk_table[(uint32_t)h - 1];
+        /* c may be taken (and its next_free rewritten) meanwhile: the tag makes the CAS fail */
+        uint32_t nx = __atomic_load_n(&c->next_free, __ATOMIC_RELAXED);
+        if (atomic_compare_exchange_weak(&pool_head, &h, ((h >> 32) + 1) << 32 | nx)) {
             c->next = NULL;
             return c;
         }
-        /* Beyond the cap, wait only while the writer is behind (full chunks queued): chunks
-         * held by many live threads are not a backlog. */
-        if (chunks_allocated * chunk_size() < POOL_MAX_BYTES || !full_head) {
-            struct ftr_chunk *c = mmap(NULL, chunk_size(), PROT_READ | PROT_WRITE,
-                                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            if (c == MAP_FAILED) return NULL;
-            c->nrec = ftr_cfg.chunk_bytes / sizeof(struct ftr_rec);
-            chunks_allocated++;
-            return c;
-        }
-        /* The writer is behind. The kernel's ring buffer never blocks the traced code, and
-         * neither do we: the events are dropped and counted (a LOST event marks the gap). Only
-         * in lossless mode (FTRACE_LOSSLESS) does the thread wait for the writer. */
-        if (!ftr_cfg.lossless) {
-            ftr_wake_writer();
-            return NULL;
-        }
-        ftr_wake_writer();
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&pool_cond, &reg_lock, &ts);
     }
+    return NULL;
+}
+
+static struct ftr_chunk *chunk_new(void)
+{
+    struct ftr_chunk *c =
+        mmap(NULL, chunk_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (c == MAP_FAILED) return NULL;
+    unsigned i = atomic_fetch_add(&chunks_allocated, 1);
+    if (i >= CHUNKS_MAX) {
+        munmap(c, chunk_size());
+        return NULL;
+    }
+    c->nrec = ftr_cfg.chunk_bytes / sizeof(struct ftr_rec);
+    c->index = i;
+    chunk_table[i] = c;
+    return c;
+}
+
+/* A zeroed chunk, or NULL: the pool is dry and the writer behind (the caller then loses
+ * events, counted; the kernel's ring buffer never blocks the traced code either). Only in
+ * lossless mode (FTRACE_LOSSLESS, documented as such) does the thread wait for the writer. */
+static struct ftr_chunk *chunk_get(void)
+{
+    for (;;) {
+        unsigned gen = atomic_load(&pool_gen);
+        struct ftr_chunk *c = pool_pop();
+        if (c) return c;
+        /* Beyond the cap, map more only while the writer is not behind (nothing queued):
+         * chunks held by many live threads are not a backlog. */
+        if ((size_t)atomic_load(&chunks_allocated) * chunk_size() < POOL_MAX_BYTES ||
+            !atomic_load(&full_head))
+            return chunk_new();
+        ftr_wake_writer();
+        if (!ftr_cfg.lossless) return NULL;
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        syscall(SYS_futex, &pool_gen, FUTEX_WAIT_PRIVATE, gen, &ts, NULL, 0);
+    }
+}
+
+static void queue_full(struct ftr_chunk *c)
+{
+    struct ftr_chunk *h = atomic_load(&full_head);
+    do
+        c->next = h;
+    while (!atomic_compare_exchange_weak(&full_head, &h, c));
+}
+
+/* ---- thread records ---- */
+
+static struct ftr_thread *record_claim(void)
+{
+    for (struct ftr_thread *r = atomic_load(&threads); r; r = r->next) {
+        int free_state = REC_FREE;
+        if (atomic_load(&r->state) == REC_FREE &&
+            atomic_compare_exchange_strong(&r->state, &free_state, REC_CLAIMED))
+            return r;
+    }
+    /* a new one: the record, its graveyard and its shadow stack in one mapping */
+    size_t head = (sizeof(struct ftr_thread) + FTR_GRAVE_SIZE * sizeof(struct ftr_shadow) + 4095) &
+                  ~(size_t)4095;
+    uint8_t *m = mmap(NULL, head + shadow_bytes(), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    struct ftr_thread *r = (struct ftr_thread *)m;
+    r->grave = (struct ftr_shadow *)(m + sizeof *r);
+    r->shadow = (struct ftr_shadow *)(m + head);
+    atomic_store(&r->state, REC_CLAIMED);
+    struct ftr_thread *h = atomic_load(&threads);
+    do
+        r->next = h;
+    while (!atomic_compare_exchange_weak(&threads, &h, r));
+    return r;
+}
+
+/* Back to free, for the next thread (its memory stays mapped; the shadow stack's pages are
+ * given back to the kernel, zero when touched again). */
+static void record_release(struct ftr_thread *r)
+{
+    madvise(r->shadow, shadow_bytes(), MADV_DONTNEED);
+    memset(r->grave, 0, FTR_GRAVE_SIZE * sizeof *r->grave);
+    r->tls = NULL;
+    r->cur = r->spare = r->held = NULL;
+    r->ended = 0;
+    r->next_seq = 0;
+    r->stack_lo = r->stack_hi = 0;
+    r->stack_size = 0;
+    r->safe_start = 0;
+    r->start_fn = NULL;
+    r->start_arg = NULL;
+    atomic_store(&r->state, REC_FREE);
+}
+
+struct ftr_thread *ftr_thread_reserve(void)
+{
+    return ftr_g.ready ? record_claim() : NULL;
+}
+
+void ftr_thread_unreserve(struct ftr_thread *r)
+{
+    if (r) record_release(r);
 }
 
 static void set_window(struct ftr_tls *t, struct ftr_chunk *c)
@@ -89,96 +193,118 @@ static void set_window(struct ftr_tls *t, struct ftr_chunk *c)
     } else {
         t->pos = t->end = NULL; /* every reservation fails: events are counted as lost */
     }
-    t->thr->cur = c;
+    __atomic_store_n(&t->thr->cur, c, __ATOMIC_RELEASE);
 }
 
-/* Must hold reg_lock. */
-static void queue_full_locked(struct ftr_chunk *c)
+/* Sets this thread up on record r (reserved, or NULL: claim one now). Runs in any context: in
+ * the thread start wrapper before the program's start routine, or at a hook (maybe inside a
+ * signal handler). @return 0, or -1 (the thread stays untraced). */
+static int setup(struct ftr_thread *r)
 {
-    c->next = NULL;
-    *full_tail = c;
-    full_tail = &c->next;
-}
-
-static void thread_destructor(void *arg)
-{
-    struct ftr_thread *thr = arg;
     struct ftr_tls *t = &ftr_tls;
-    if (t->thr != thr) return;
-    ftr_close_all_frames(); /* left by pthread_exit() or cancellation: they end with the thread */
-    pthread_getname_np(pthread_self(), thr->name, sizeof thr->name); /* its final name */
-    t->in_slow = 1;
-    t->state = FTR_T_OFF;
-    pthread_mutex_lock(&reg_lock);
-    if (thr->held) queue_full_locked(thr->held);
-    thr->held = NULL;
-    if (thr->cur) queue_full_locked(thr->cur);
-    thr->cur = NULL;
-    if (thr->spare) { /* never written: back to the pool as it is */
-        thr->spare->next = free_chunks;
-        free_chunks = thr->spare;
-        thr->spare = NULL;
-    }
-    thr->ended = 1;
-    lost_ended += t->lost;
-    overruns_ended += t->overruns;
-    t->pos = t->end = NULL;
-    pthread_mutex_unlock(&reg_lock);
-    /* No hooked frame of this thread can return any more: its start routine has returned or
-     * it is inside pthread_exit; hooks from later destructors see FTR_T_OFF. */
-    munmap(t->shadow_base, (size_t)((char *)t->shadow_end - (char *)t->shadow_base));
-    t->shadow_base = t->shadow_end = t->top = NULL;
-    free(t->grave);
-    t->grave = NULL;
-    ftr_slow_area_free();
-    ftr_wake_writer();
+    if (!r && !(r = record_claim())) return -1;
+    r->tid = (uint32_t)syscall(SYS_gettid);
+    r->tls = t;
+    prctl(PR_GET_NAME, r->name);
+    if (r->stack_hi)
+        t->stack_lo = r->stack_lo, t->stack_hi = r->stack_hi;
+    else
+        ftr_stack_bounds_here(r->stack_size, &t->stack_lo, &t->stack_hi);
+    t->grave = r->grave;
+    t->grave_pos = 0;
+    t->thr = r;
+    t->shadow_base = t->top = r->shadow;
+    t->shadow_end = r->shadow + ftr_cfg.shadow_entries;
+    set_window(t, chunk_get());
+    r->spare = chunk_get();
+    /* the destructor: from a safe context always; elsewhere only where glibc sets the key
+     * without allocating (else the writer sees the thread gone by its tid) */
+    if (r->safe_start || key_direct) pthread_setspecific(thread_key, r);
+    atomic_store(&r->state, REC_LIVE);
+    t->state = FTR_T_ACTIVE;
+    return 0;
 }
 
-void ftr_thread_init_slow(void *unused)
+void ftr_thread_init_slow(void *reserved)
 {
-    (void)unused;
     struct ftr_tls *t = &ftr_tls;
     if (t->state != FTR_T_NEW || !ftr_g.ready) return;
     t->in_slow = 1;
     t->state = FTR_T_OFF; /* until everything below succeeded */
-
-    struct ftr_thread *thr = calloc(1, sizeof *thr);
-    size_t shadow_bytes = ftr_cfg.shadow_entries * sizeof(struct ftr_shadow);
-    void *shadow = mmap(NULL, shadow_bytes, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (!thr || shadow == MAP_FAILED) {
-        free(thr);
-        if (shadow != MAP_FAILED) munmap(shadow, shadow_bytes);
-        t->in_slow = 0;
-        return;
-    }
-    thr->tid = (uint32_t)syscall(SYS_gettid);
-    thr->tls = t;
-    pthread_attr_t attr;
-    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-        void *lo;
-        size_t size;
-        if (pthread_attr_getstack(&attr, &lo, &size) == 0) {
-            t->stack_lo = (uintptr_t)lo;
-            t->stack_hi = (uintptr_t)lo + size;
-        }
-        pthread_attr_destroy(&attr);
-    }
-    t->grave = calloc(FTR_GRAVE_SIZE, sizeof *t->grave);
-    pthread_getname_np(pthread_self(), thr->name, sizeof thr->name);
-    t->thr = thr;
-    t->shadow_base = t->top = shadow;
-    t->shadow_end = t->shadow_base + ftr_cfg.shadow_entries;
-
-    pthread_mutex_lock(&reg_lock);
-    set_window(t, chunk_get_locked());
-    thr->spare = chunk_get_locked();
-    thr->next = threads;
-    threads = thr;
-    pthread_mutex_unlock(&reg_lock);
-    pthread_setspecific(thread_key, thr);
-    t->state = FTR_T_ACTIVE;
+    if (setup(reserved) < 0 && reserved) record_release(reserved);
     t->in_slow = 0;
+}
+
+/* The writer reads another thread's write position; the thread's TLS block goes away with the
+ * thread: the thread's end (thread_end) waits while the writer is inside this read. */
+static int tls_enter(struct ftr_thread *r)
+{
+    atomic_store(&r->reading, 1);
+    if (atomic_load(&r->state) == REC_LIVE && r->tls) return 1;
+    atomic_store(&r->reading, 0);
+    return 0;
+}
+static void tls_leave(struct ftr_thread *r)
+{
+    atomic_store(&r->reading, 0);
+}
+
+struct ftr_rec *ftr_thread_pos(struct ftr_thread *r)
+{
+    if (!tls_enter(r)) return NULL;
+    struct ftr_rec *p = __atomic_load_n(&r->tls->pos, __ATOMIC_ACQUIRE);
+    tls_leave(r);
+    return p;
+}
+
+/* This thread stops tracing for good: its chunks go to the writer, its record to free once they
+ * are written. */
+static void thread_end(struct ftr_thread *r)
+{
+    struct ftr_tls *t = &ftr_tls;
+    t->in_slow = 1;
+    t->state = FTR_T_OFF;
+    prctl(PR_GET_NAME, r->name); /* its final name */
+    if (r->held) queue_full(r->held);
+    r->held = NULL;
+    struct ftr_chunk *c = r->cur;
+    __atomic_store_n(&r->cur, NULL, __ATOMIC_RELEASE);
+    if (c) queue_full(c);
+    if (r->spare) { /* never written: back to the pool as it is */
+        pool_put(r->spare);
+        r->spare = NULL;
+    }
+    atomic_fetch_add(&lost_ended, t->lost);
+    atomic_fetch_add(&overruns_ended, t->overruns);
+    __atomic_store_n(&r->ended, 1, __ATOMIC_RELEASE);
+    atomic_store(&r->state, REC_ENDED);
+    while (atomic_load(&r->reading)) /* the writer is reading our TLS: a few instructions */
+        sched_yield();
+    t->pos = t->end = NULL;
+    t->shadow_base = t->shadow_end = t->top = NULL;
+    t->grave = NULL;
+    t->thr = NULL;
+    ftr_slow_area_free();
+    ftr_wake_writer();
+}
+
+static void thread_destructor(void *arg)
+{
+    struct ftr_thread *r = arg;
+    if (ftr_tls.thr != r) return;
+    ftr_close_all_frames(); /* left by pthread_exit() or cancellation: they end with the thread */
+    thread_end(r);
+}
+
+void ftr_thread_off(void)
+{
+    struct ftr_tls *t = &ftr_tls;
+    if (t->thr) { /* one of our own threads, set up by the start wrapper: give it back */
+        struct ftr_thread *r = t->thr;
+        pthread_setspecific(thread_key, NULL);
+        thread_end(r);
+    }
+    t->state = FTR_T_OFF;
 }
 
 /* Events this thread dropped since it last said so become one LOST event in its stream, where
@@ -192,10 +318,10 @@ static void report_lost(struct ftr_tls *t)
     ftr_record_special(FTR_SP_LOST, arg);
 }
 
-/* The current chunk is full. The spare takes its place first, without a lock, so that a
- * signal handler landing anywhere below still records (only the three stores of the switch
- * are a window: end = NULL makes every reservation fail until pos and end agree again). Then,
- * under the lock, the full chunk goes to the writer and a new spare is taken. */
+/* The current chunk is full. The spare takes its place first, so that a signal handler landing
+ * anywhere below still records (only the three stores of the switch are a window: end = NULL
+ * makes every reservation fail until pos and end agree again). Then the full chunk goes to the
+ * writer and a new spare is taken. */
 void ftr_chunk_full_slow(void *unused)
 {
     (void)unused;
@@ -204,6 +330,7 @@ void ftr_chunk_full_slow(void *unused)
     t->in_slow = 1;
     struct ftr_chunk *old = thr->cur, *next = thr->spare;
     if (next) {
+        thr->spare = NULL;
         next->tid = thr->tid;
         next->flushed = 0;
         next->seq0 = thr->next_seq;
@@ -213,141 +340,134 @@ void ftr_chunk_full_slow(void *unused)
         __atomic_store_n(&t->pos, next->rec, __ATOMIC_RELAXED);
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         __atomic_store_n(&t->end, next->rec + next->nrec, __ATOMIC_RELAXED);
+        __atomic_store_n(&thr->cur, next, __ATOMIC_RELEASE);
     }
-    pthread_mutex_lock(&reg_lock);
     if (thr->held && t->filling <= 1) { /* the interrupted record is written by now */
-        queue_full_locked(thr->held);
+        queue_full(thr->held);
         thr->held = NULL;
     }
     if (old && t->filling > 1 && !thr->held)
         thr->held = old; /* a signal handler filled it while a record of ours was in flight */
     else if (old)
-        queue_full_locked(old);
-    if (next) {
-        thr->cur = next;
-        thr->spare = chunk_get_locked();
-    } else {
-        set_window(t, chunk_get_locked());
-    }
-    pthread_mutex_unlock(&reg_lock);
+        queue_full(old);
+    if (next)
+        thr->spare = chunk_get();
+    else
+        set_window(t, chunk_get());
     ftr_wake_writer();
     report_lost(t);
     t->in_slow = 0;
 }
 
-void ftr_thread_off(void)
-{
-    struct ftr_tls *t = &ftr_tls;
-    t->state = FTR_T_OFF;
-}
-
 int ftr_threads_init(void)
 {
-    return pthread_key_create(&thread_key, thread_destructor) == 0 ? 0 : -1;
+    chunk_table = mmap(NULL, CHUNKS_MAX * sizeof *chunk_table, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (chunk_table == MAP_FAILED) return -1;
+    if (pthread_key_create(&thread_key, thread_destructor) != 0) return -1;
+    key_direct = thread_key < KEY_DIRECT;
+    ftr_stacks_init();
+    return 0;
 }
+
+/* ---- the writer's side ---- */
 
 struct ftr_chunk *ftr_take_full_chunks(void)
 {
-    pthread_mutex_lock(&reg_lock);
-    struct ftr_chunk *c = full_head;
-    full_head = NULL;
-    full_tail = &full_head;
-    pthread_mutex_unlock(&reg_lock);
-    return c;
+    /* Threads that ended before this point queued all their chunks before saying so: those
+     * are in the list taken below, and the threads may be reaped after it is written. */
+    for (struct ftr_thread *r = atomic_load(&threads); r; r = r->next) {
+        int ended = REC_ENDED;
+        atomic_compare_exchange_strong(&r->state, &ended, REC_REAPABLE);
+    }
+    struct ftr_chunk *c = atomic_exchange(&full_head, NULL), *fifo = NULL;
+    while (c) { /* LIFO -> FIFO: each thread's chunks in the order it filled them */
+        struct ftr_chunk *next = c->next;
+        c->next = fifo;
+        fifo = c;
+        c = next;
+    }
+    return fifo;
 }
 
 void ftr_release_chunk(struct ftr_chunk *c)
 {
     memset(c->rec, 0, c->nrec * sizeof c->rec[0]);
-    pthread_mutex_lock(&reg_lock);
-    c->next = free_chunks;
-    free_chunks = c;
-    pthread_cond_broadcast(&pool_cond);
-    pthread_mutex_unlock(&reg_lock);
+    pool_put(c);
+    atomic_fetch_add(&pool_gen, 1);
+    if (ftr_cfg.lossless) syscall(SYS_futex, &pool_gen, FUTEX_WAKE_PRIVATE, INT32_MAX, 0, 0, 0);
 }
 
 void ftr_for_each_thread(void (*fn)(struct ftr_thread *, void *), void *arg)
 {
-    pthread_mutex_lock(&reg_lock);
-    for (struct ftr_thread *thr = threads; thr; thr = thr->next)
-        fn(thr, arg);
-    pthread_mutex_unlock(&reg_lock);
+    for (struct ftr_thread *r = atomic_load(&threads); r; r = r->next) {
+        int s = atomic_load(&r->state);
+        if (s == REC_LIVE || s == REC_ENDED || s == REC_REAPABLE) fn(r, arg);
+    }
+}
+
+/* A thread that ended without its destructor (a raw exit system call; or set up where its key
+ * could not be set): its tid is gone. Its TLS may be gone too: only the record is touched. */
+static void adopt_gone(struct ftr_thread *r)
+{
+    if (syscall(SYS_tgkill, (pid_t)ftr_g.pid, (pid_t)r->tid, 0) == 0 || errno != ESRCH) return;
+    int live = REC_LIVE;
+    if (!atomic_compare_exchange_strong(&r->state, &live, REC_CLAIMED)) return;
+    r->tls = NULL;
+    __atomic_store_n(&r->ended, 1, __ATOMIC_RELEASE);
+    if (r->held) queue_full(r->held);
+    if (r->cur) queue_full(r->cur);
+    if (r->spare) pool_put(r->spare);
+    r->held = r->cur = r->spare = NULL;
+    atomic_store(&r->state, REC_ENDED); /* reaped after its chunks, next pass */
 }
 
 void ftr_reap_threads(void (*ended)(const struct ftr_thread *))
 {
-    pthread_mutex_lock(&reg_lock);
-    for (struct ftr_thread **p = &threads; *p;) {
-        struct ftr_thread *thr = *p;
-        if (thr->ended && !thr->cur) {
-            *p = thr->next;
-            if (ended) ended(thr);
-            free(thr);
-        } else {
-            p = &thr->next;
+    for (struct ftr_thread *r = atomic_load(&threads); r; r = r->next) {
+        int s = atomic_load(&r->state);
+        if (s == REC_REAPABLE) {
+            if (ended) ended(r);
+            record_release(r);
+        } else if (s == REC_LIVE && r->tid != ftr_g.pid) {
+            adopt_gone(r);
         }
     }
-    pthread_mutex_unlock(&reg_lock);
 }
+
+/* No locks to hold across fork: the structures are consistent at every instruction. */
+void ftr_threads_prepare_fork(void) {}
+void ftr_threads_parent_fork(void) {}
 
 /* In a fork child, only the forking thread exists. Its chunk holds records of the parent,
  * which the parent's writer writes: mark them as taken. Every other chunk goes back to the
- * pool. The locks were held across fork (ftr_threads_prepare_fork): make them new. */
-void ftr_threads_prepare_fork(void)
-{
-    pthread_mutex_lock(&reg_lock);
-}
-void ftr_threads_parent_fork(void)
-{
-    pthread_mutex_unlock(&reg_lock);
-}
-
+ * pool, every other record is free. */
 void ftr_threads_child_fork(void)
 {
-    pthread_mutex_init(&reg_lock, NULL);
-    pthread_cond_init(&pool_cond, NULL);
     struct ftr_tls *t = &ftr_tls;
-    struct ftr_chunk *keep = t->thr ? t->thr->cur : NULL;
-    for (struct ftr_chunk *c = full_head, *next; c; c = next) {
+    struct ftr_thread *me = t->thr;
+    struct ftr_chunk *keep = me ? me->cur : NULL;
+    for (struct ftr_chunk *c = ftr_take_full_chunks(), *next; c; c = next) {
         next = c->next;
-        memset(c->rec, 0, c->nrec * sizeof c->rec[0]);
-        c->next = free_chunks;
-        free_chunks = c;
+        ftr_release_chunk(c);
     }
-    full_head = NULL;
-    full_tail = &full_head;
-    for (struct ftr_thread *thr = threads, *next; thr; thr = next) {
-        next = thr->next;
-        if (thr == t->thr) continue;
-        if (thr->cur && thr->cur != keep) {
-            memset(thr->cur->rec, 0, thr->cur->nrec * sizeof thr->cur->rec[0]);
-            thr->cur->next = free_chunks;
-            free_chunks = thr->cur;
-        }
-        if (thr->spare) {
-            thr->spare->next = free_chunks;
-            free_chunks = thr->spare;
-        }
-        if (thr->held) { /* the parent's records: the parent writes them */
-            memset(thr->held->rec, 0, thr->held->nrec * sizeof thr->held->rec[0]);
-            thr->held->next = free_chunks;
-            free_chunks = thr->held;
-        }
-        free(thr);
+    for (struct ftr_thread *r = atomic_load(&threads); r; r = r->next) {
+        if (r == me) continue;
+        int s = atomic_load(&r->state);
+        if (s == REC_FREE) continue;
+        if (r->cur) ftr_release_chunk(r->cur);
+        if (r->spare) pool_put(r->spare);
+        if (r->held) ftr_release_chunk(r->held);
+        record_release(r);
     }
-    threads = t->thr;
-    if (t->thr && t->thr->held) { /* the parent's records: the parent writes them */
-        struct ftr_chunk *h = t->thr->held;
-        memset(h->rec, 0, h->nrec * sizeof h->rec[0]);
-        h->next = free_chunks;
-        free_chunks = h;
-        t->thr->held = NULL;
-    }
-    if (t->thr) {
-        t->thr->next = NULL;
-        t->thr->tid = (uint32_t)syscall(SYS_gettid);
+    if (me) {
+        if (me->held) { /* the parent's records: the parent writes them */
+            ftr_release_chunk(me->held);
+            me->held = NULL;
+        }
+        me->tid = (uint32_t)syscall(SYS_gettid);
         if (keep) {
-            keep->tid = t->thr->tid;
+            keep->tid = me->tid;
             struct ftr_rec *pos = t->pos;
             if (pos > keep->rec + keep->nrec) pos = keep->rec + keep->nrec;
             keep->flushed = (size_t)(pos - keep->rec);
@@ -357,15 +477,14 @@ void ftr_threads_child_fork(void)
 
 static void sum_live(uint64_t *lost, uint64_t *overruns)
 {
-    pthread_mutex_lock(&reg_lock);
-    *lost = lost_ended;
-    *overruns = overruns_ended;
-    for (struct ftr_thread *thr = threads; thr; thr = thr->next)
-        if (!thr->ended && thr->tls) {
-            *lost += thr->tls->lost;
-            *overruns += thr->tls->overruns;
+    *lost = atomic_load(&lost_ended);
+    *overruns = atomic_load(&overruns_ended);
+    for (struct ftr_thread *r = atomic_load(&threads); r; r = r->next)
+        if (tls_enter(r)) {
+            *lost += r->tls->lost;
+            *overruns += r->tls->overruns;
+            tls_leave(r);
         }
-    pthread_mutex_unlock(&reg_lock);
 }
 
 uint64_t ftr_lost_events(void)

@@ -4,6 +4,10 @@
  *   tramp_x86_64.S  entry/return trampolines, the exported __fentry__/mcount, ftr_call_saving()
  *   hooks.c         the hot path: entry and exit hooks (general registers only, no libc)
  *   threads.c       per-thread state, the chunk pool, hand-off of full chunks to the writer
+ *                   (lock-free: a first hook may come in a handler that interrupted malloc)
+ *   thread_start.c  pthread_create() wrapped: a thread is set up before its start routine
+ *   stacks.c        which stack an address is on: the thread's own, a sigaltstack, a
+ *                   makecontext() coroutine stack (ucontext_x86_64.S wraps makecontext)
  *   writer.c        the writer thread: encodes chunks (formats/) and appends them to the file
  *   modules.c       the module registry: sites, stubs, patching (alone / live / parked + live)
  *   dlwrap.c        dlopen()/dlclose() interposed: patch or forget modules under the registry lock
@@ -60,6 +64,9 @@ struct ftr_tls {
     struct ftr_shadow *shadow_end;
     uint32_t state;               /* enum ftr_tstate */
     uint32_t in_slow;             /* inside the slow path: nested hooks do not record */
+    uintptr_t slow_sp;            /* a hook's slow path runs above this stack address (0: none):
+                                     a jump past it abandons the slow path (siglongjmp out of a
+                                     handler that interrupted it) */
     uint32_t filling;             /* records being written (more than one: a signal handler
                                      interrupted a record, whose slot is still empty) */
     struct ftr_thread *thr;       /* registry entry (threads.c) */
@@ -151,41 +158,59 @@ static inline uint64_t ftr_rdtsc(void)
     return (uint64_t)hi << 32 | lo;
 }
 
-/* threads.c: everything here runs on the slow path (libc allowed, via ftr_call_saving when
- * called from a hook). */
+/* threads.c: the slow path of the hooks (reached through ftr_call_saving: async-signal-safe
+ * system calls allowed, never a lock or the program's allocator) and the writer's side. */
 struct ftr_chunk {
-    struct ftr_chunk *next;
-    uint32_t tid;         /* owner thread */
-    size_t flushed;       /* records the writer has taken (it writes; rewind_short reads) */
-    size_t nrec;          /* capacity in records */
-    uint64_t seq0;        /* position of rec[0] in its thread's stream of record slots: the
-                             writer tells the reader the order of a thread's pieces by it */
-    struct ftr_rec rec[]; /* zeroed before (re)use: a zero head is an unfilled slot */
+    struct ftr_chunk *next; /* on the full queue, or the writer's list */
+    uint32_t tid;           /* owner thread */
+    uint32_t index;         /* in the pool's table */
+    uint32_t next_free;     /* pool: index + 1 of the next free chunk (0: none) */
+    size_t flushed;         /* records the writer has taken (it writes; rewind_short reads) */
+    size_t nrec;            /* capacity in records */
+    uint64_t seq0;          /* position of rec[0] in its thread's stream of record slots: the
+                               writer tells the reader the order of a thread's pieces by it */
+    struct ftr_rec rec[];   /* zeroed before (re)use: a zero head is an unfilled slot */
 };
 
+/* A thread's record (threads.c): mapped once with its graveyard and shadow stack, never
+ * unlinked from the list of records, reused by a later thread once the writer is done. */
 struct ftr_thread {
-    struct ftr_thread *next; /* registry list */
+    struct ftr_thread *next; /* list of every record */
+    atomic_int state;        /* free, claimed, live, ended, reapable (threads.c) */
+    atomic_int reading;      /* the writer is reading tls: the thread's end waits */
     uint32_t tid;
     int ended;               /* the thread ended; the writer frees it after the last flush */
+    int safe_start;          /* set up by the start wrapper (pthread_create), not at a hook */
     struct ftr_tls *tls;     /* that thread's TLS block (its address is valid process-wide) */
-    struct ftr_chunk *cur;   /* chunk being filled */
+    struct ftr_chunk *cur;   /* chunk being filled (atomic: the writer reads it) */
     struct ftr_chunk *spare; /* the next one, ready: a full chunk is replaced without a lock */
     struct ftr_chunk *held;  /* full, but a record interrupted by a signal is still to be
                                 written into it: handed to the writer at the next chance */
     uint64_t next_seq;       /* seq0 of this thread's next chunk */
+    struct ftr_shadow *grave, *shadow; /* in the record's mapping */
+    uintptr_t stack_lo, stack_hi;      /* from the start wrapper, if it knew them (else 0) */
+    size_t stack_size;                 /* the start wrapper's size hint (0: the default) */
+    void *(*start_fn)(void *);         /* the program's start routine and argument */
+    void *start_arg;
     char name[16];
 };
 
-void ftr_thread_init_slow(void *unused) FTR_HIDDEN; /* first hook in a thread */
-void ftr_chunk_full_slow(void *unused) FTR_HIDDEN;  /* current chunk is full */
-void ftr_thread_off(void) FTR_HIDDEN;               /* this thread stops recording */
+/* First hook in a thread (reserved: NULL), or the start wrapper before the start routine
+ * (reserved: the record it took in the creating thread). Any context: mmap only, no lock. */
+void ftr_thread_init_slow(void *reserved) FTR_HIDDEN;
+struct ftr_thread *ftr_thread_reserve(void) FTR_HIDDEN; /* NULL: not tracing (yet) */
+void ftr_thread_unreserve(struct ftr_thread *r) FTR_HIDDEN;
+void ftr_chunk_full_slow(void *unused) FTR_HIDDEN; /* current chunk is full */
+void ftr_thread_off(void) FTR_HIDDEN;              /* this thread stops recording */
 int ftr_threads_init(void) FTR_HIDDEN;
 void ftr_threads_prepare_fork(void) FTR_HIDDEN;
 void ftr_threads_parent_fork(void) FTR_HIDDEN;
 void ftr_threads_child_fork(void) FTR_HIDDEN;
 /* writer side */
 struct ftr_chunk *ftr_take_full_chunks(void) FTR_HIDDEN; /* FIFO list, may be NULL */
-void ftr_release_chunk(struct ftr_chunk *c) FTR_HIDDEN;  /* back to the pool, zeroed */
+/* a live thread's write position (NULL: it ended), read so that its end waits for the read */
+struct ftr_rec *ftr_thread_pos(struct ftr_thread *thr) FTR_HIDDEN;
+void ftr_release_chunk(struct ftr_chunk *c) FTR_HIDDEN; /* back to the pool, zeroed */
 void ftr_for_each_thread(void (*fn)(struct ftr_thread *, void *), void *arg) FTR_HIDDEN;
 /* frees ended threads whose chunks are all written */
 void ftr_reap_threads(void (*ended)(const struct ftr_thread *)) FTR_HIDDEN;

@@ -195,9 +195,10 @@ static void write_process_chunk(void)
 static void take_partial(struct ftr_thread *thr, void *arg)
 {
     (void)arg;
-    struct ftr_chunk *c = thr->cur;
-    if (!c || thr->ended) return;
-    struct ftr_rec *limit = __atomic_load_n(&thr->tls->pos, __ATOMIC_ACQUIRE);
+    struct ftr_chunk *c = __atomic_load_n(&thr->cur, __ATOMIC_ACQUIRE);
+    if (!c || __atomic_load_n(&thr->ended, __ATOMIC_ACQUIRE)) return;
+    struct ftr_rec *limit = ftr_thread_pos(thr);
+    if (!limit) return; /* it ended meanwhile: its chunks are queued */
     struct ftr_rec *end = c->rec + c->nrec;
     if (limit > end || limit < c->rec) limit = end;
     /* With a threshold, a short call's entry may still be taken back: leave records younger
@@ -249,7 +250,7 @@ static void thread_ended(const struct ftr_thread *thr)
 static void thread_alive(struct ftr_thread *thr, void *arg)
 {
     (void)arg;
-    if (thr->ended) return;
+    if (__atomic_load_n(&thr->ended, __ATOMIC_ACQUIRE)) return;
     char path[64], name[32] = "";
     snprintf(path, sizeof path, "/proc/self/task/%u/comm", thr->tid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -200,13 +200,38 @@ def count_calls(tree):
     return c
 
 
-def check_coro(r):
+def calls_exactly(want, closed=False):
+    """One process, one thread, whose calls per function (wherever in its tree) are want; with
+    closed, nothing left open at the end."""
+    def check(r):
+        assert len(r.sections) == 1, "%d process sections, want 1" % len(r.sections)
+        trees = r.trees()
+        assert len(trees) == 1, "threads: %s" % [show(t) for t in trees]
+        c = count_calls(trees[0])
+        assert dict(c) == want, "calls per function: %s, want %s" % (dict(c), want)
+        assert not closed or not r.open_calls(), "open at the end: %s" % r.open_calls()
+    return check
+
+
+check_coro = calls_exactly({"main": 1, "pinger": 1, "coro_body": 1, "ping_work": 100,
+                            "pong_work": 100})
+check_coro300 = calls_exactly({"main": 1, "run_coro": 1, "resume": 900, "co_body": 300,
+                               "co_work": 600}, closed=True)
+
+
+def check_firsthook(r):
+    """main's tree, and two workers whose only calls are SIGUSR1 handlers (their first traced
+    calls, made while the interrupted code allocated)."""
     assert len(r.sections) == 1, "%d process sections, want 1" % len(r.sections)
     trees = r.trees()
-    assert len(trees) == 1, "threads: %s" % [show(t) for t in trees]
-    c = count_calls(trees[0])
-    want = {"main": 1, "pinger": 1, "coro_body": 1, "ping_work": 100, "pong_work": 100}
-    assert dict(c) == want, "calls per function: %s, want %s" % (dict(c), want)
+    main = {"main": 1, "main;run_firsthook": 1}
+    assert main in trees, "no thread with %s: %s" % (show(main), [show(t) for t in trees])
+    workers = [t for t in trees if t != main]
+    assert len(workers) == 2, "threads: %s" % [show(t) for t in trees]
+    for t in workers:
+        n = t.get("on_usr1", 0)
+        assert n > 0 and t == {"on_usr1": n, "on_usr1;tick": n}, "worker: %s" % show(t)
+    assert not r.open_calls(), "open at the end: %s" % r.open_calls()
 
 
 def check_deep(r):
@@ -338,6 +363,7 @@ def check_untraced_note(r):
 
 
 STARTUP_LIB = (("libbstartup.c", "bstartup", ""),)
+HOSTILE_LIB = (("libbhostile.c", "bhostile", ""),)
 TALKER = {"talker": 1, "talker;work": 3, "talker;work;leaf": 6}
 
 
@@ -386,6 +412,13 @@ CASES = {
         "main;fault1;bad_access;segv_handler": 2,
         "main;fault1;bad_access;segv_handler;handler_work": 2, "main;after_jump": 2}])),
     # 3. non-local exits
+    # the tracer's set-up of a thread inside a handler that interrupted malloc (no lock, no
+    # allocation); coroutines suspended by hundreds; siglongjmp out of a sigaltstack handler
+    "hostile-firsthook": Case("bhostile.c", ["firsthook"], check_firsthook, needed=HOSTILE_LIB),
+    "hostile-coro300": Case("bhostile.c", ["coro300"], check_coro300, needed=HOSTILE_LIB),
+    "hostile-altjmp": Case("bhostile.c", ["altjmp"], exact([{
+        "main": 1, "main;trigger": 10000, "main;trigger;on_alt": 10000,
+        "main;trigger;on_alt;alt_work": 10000, "main;final": 1}]), needed=HOSTILE_LIB),
     "signals-smallalt": Case("bsignals.c", ["smallalt"], exact(
         [{"main": 1}, {"small_work": 1, "small_work;handler_work": 5}])),
     "jmp-longjmp": Case("bjmp.c", ["longjmp"], exact([jump_tree()])),

@@ -41,6 +41,7 @@ uint64_t ftr_start_raw_ns;
 uint8_t *ftr_site_flags;
 uint32_t ftr_xsave_size;
 void ftr_slow_area_free(void) {}
+__thread uint32_t ftr_slow_busy;
 
 void ftr_tramp_return(void)
 {
@@ -66,8 +67,14 @@ int ftr_program_gone(int *leader_gone)
     *leader_gone = 0;
     return 0;
 }
-const struct ftr_end_info *ftr_end_orphaned(void) { abort(); }
-void ftr_orphan_exit(void) { abort(); }
+const struct ftr_end_info *ftr_end_orphaned(void)
+{
+    abort();
+}
+void ftr_orphan_exit(void)
+{
+    abort();
+}
 int ftr_sigguard_real_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
     return pthread_sigmask(how, set, old);

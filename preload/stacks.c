@@ -1,0 +1,156 @@
+/*
+ * stacks.c - the stacks of the program's threads: their own, their sigaltstacks, coroutine
+ * stacks (see stacks.h for why the shadow stack needs to tell them apart).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "stacks.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+struct ftr_stack_range *ftr_stack_ranges;
+atomic_uint ftr_stack_nranges;
+static atomic_flag declaring = ATOMIC_FLAG_INIT;
+
+static uintptr_t main_lo, main_hi;
+static size_t default_size = 8u << 20;
+
+/* The mapping of /proc/self/maps that holds addr: [*lo, *hi). Raw system calls, a buffer on
+ * the stack. @return 0, or -1. */
+static int mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+{
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    char buf[4096];
+    size_t have = 0;
+    int found = -1;
+    for (;;) {
+        ssize_t n = syscall(SYS_read, fd, buf + have, sizeof buf - 1 - have);
+        if (n <= 0) break;
+        have += (size_t)n;
+        buf[have] = 0;
+        char *line = buf, *nl;
+        while ((nl = strchr(line, '\n'))) {
+            char *e;
+            uintptr_t a = strtoul(line, &e, 16), b = *e == '-' ? strtoul(e + 1, NULL, 16) : 0;
+            if (addr >= a && addr < b) {
+                *lo = a, *hi = b, found = 0;
+                break;
+            }
+            line = nl + 1;
+        }
+        if (!found) break;
+        have -= (size_t)(line - buf);
+        memmove(buf, line, have);
+        if (have == sizeof buf - 1) have = 0; /* a line longer than the buffer: not ours */
+    }
+    syscall(SYS_close, fd);
+    return found;
+}
+
+void ftr_stacks_init(void)
+{
+    ftr_stack_ranges =
+        mmap(NULL, FTR_STACK_RANGES_MAX * sizeof *ftr_stack_ranges, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (ftr_stack_ranges == MAP_FAILED) ftr_stack_ranges = NULL;
+    /* the main thread's stack grows down from the top of its mapping, up to RLIMIT_STACK */
+    uintptr_t lo, hi, sp = (uintptr_t)__builtin_frame_address(0);
+    struct rlimit rl;
+    if ((uint32_t)syscall(SYS_gettid) == (uint32_t)getpid() && mapping_of(sp, &lo, &hi) == 0) {
+        uintptr_t lim = 1ull << 30;
+        if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < lim)
+            lim = rl.rlim_cur;
+        main_hi = hi;
+        main_lo = hi - lo > lim ? lo : hi - lim;
+    }
+    pthread_attr_t a;
+    size_t sz;
+    if (pthread_getattr_default_np(&a) == 0) {
+        if (pthread_attr_getstacksize(&a, &sz) == 0 && sz) default_size = sz;
+        pthread_attr_destroy(&a);
+    }
+}
+
+void ftr_stack_bounds_here(size_t size, uintptr_t *lo, uintptr_t *hi)
+{
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0), l, h;
+    if ((uint32_t)syscall(SYS_gettid) == (uint32_t)getpid()) {
+        l = main_lo, h = main_hi;
+    } else {
+        /* glibc puts the thread descriptor at the top of the thread's stack block, the stack
+         * below it (x86_64: TLS_TCB_AT_TP); the block ends at the next page boundary. */
+        h = ((uintptr_t)pthread_self() + 4096) & ~(uintptr_t)4095;
+        l = h - (size ? size : default_size);
+    }
+    if (sp - l < h - l) {
+        *lo = l, *hi = h;
+    } else {
+        *lo = *hi = 0; /* unknown: everything counts as this thread's own (the old rule) */
+    }
+}
+
+/* A new stack replaces a declared one it overlaps (the memory was reused); else it is added.
+ * Declarations come from the program's normal code (makecontext, sigaltstack): a flag keeps
+ * two of them apart, readers skip an entry while it changes. */
+void ftr_stack_declare(uintptr_t lo, uintptr_t hi)
+{
+    if (!ftr_stack_ranges || hi <= lo || atomic_flag_test_and_set(&declaring)) return;
+    uint32_t n = atomic_load(&ftr_stack_nranges), i;
+    for (i = 0; i < n; i++) {
+        uintptr_t l = atomic_load(&ftr_stack_ranges[i].lo),
+                  h = atomic_load(&ftr_stack_ranges[i].hi);
+        if (l < hi && lo < h) break;
+    }
+    if (i < FTR_STACK_RANGES_MAX) {
+        struct ftr_stack_range *r = &ftr_stack_ranges[i];
+        atomic_fetch_add(&r->seq, 1);
+        atomic_store(&r->lo, lo);
+        atomic_store(&r->hi, hi);
+        atomic_fetch_add(&r->seq, 1);
+        if (i == n) atomic_store(&ftr_stack_nranges, n + 1);
+    }
+    atomic_flag_clear(&declaring);
+}
+
+/* ---- where the program declares stacks (not in tests that link this file into a program) ---- */
+#ifndef FTR_NO_WRAPPERS
+
+typedef int (*sigaltstack_fn)(const stack_t *, stack_t *);
+static sigaltstack_fn real_sigaltstack;
+
+EXPORT int sigaltstack(const stack_t *ss, stack_t *old)
+{
+    if (!real_sigaltstack) real_sigaltstack = (sigaltstack_fn)dlsym(RTLD_NEXT, "sigaltstack");
+    if (!real_sigaltstack) return (int)syscall(SYS_sigaltstack, ss, old);
+    int rc = real_sigaltstack(ss, old);
+    if (rc == 0 && ss && !(ss->ss_flags & SS_DISABLE))
+        ftr_stack_declare((uintptr_t)ss->ss_sp, (uintptr_t)ss->ss_sp + ss->ss_size);
+    return rc;
+}
+
+/* makecontext() is variadic: ucontext_x86_64.S wraps it, calls this with its ucontext, then
+ * jumps to the address returned, the real makecontext, with every register as it came. */
+typedef void (*makecontext_fn)(void);
+static makecontext_fn real_makecontext;
+
+FTR_HIDDEN makecontext_fn ftr_makecontext_note(ucontext_t *ucp)
+{
+    if (!real_makecontext) real_makecontext = (makecontext_fn)dlsym(RTLD_NEXT, "makecontext");
+    if (ucp)
+        ftr_stack_declare((uintptr_t)ucp->uc_stack.ss_sp,
+                          (uintptr_t)ucp->uc_stack.ss_sp + ucp->uc_stack.ss_size);
+    return real_makecontext;
+}
+#endif /* FTR_NO_WRAPPERS */

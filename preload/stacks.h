@@ -1,0 +1,70 @@
+/*
+ * stacks.h - which stack an address is on (stacks.c).
+ *
+ * A thread runs on its own stack, on its sigaltstack in a signal handler, and on coroutine
+ * stacks (makecontext). The shadow stack holds entries of all of them, interleaved: a frame is
+ * dead only when an address below it *on the same stack* is live, and a return on one stack
+ * never closes entries of another. Stacks the program declares (sigaltstack(), makecontext())
+ * are remembered as ranges; everything else is the thread's own stack (its bounds in ftr_tls)
+ * or unknown.
+ *
+ * The lookup is inlined into hooks.c, which is compiled general-registers-only: integer code
+ * only here.
+ */
+#ifndef FTR_STACKS_H
+#define FTR_STACKS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "tracer.h"
+
+#define FTR_STACK_OWN 0u
+#define FTR_STACK_UNKNOWN                                                                          \
+    0xffffffffu /* not the thread's own, not declared: as before, one class                        \
+                 */
+#define FTR_STACK_RANGES_MAX 65536u
+
+struct ftr_stack_range {
+    atomic_uint seq; /* odd while being rewritten: readers skip it */
+    uint32_t pad;
+    _Atomic uintptr_t lo, hi;
+};
+extern struct ftr_stack_range *ftr_stack_ranges FTR_HIDDEN;
+extern atomic_uint ftr_stack_nranges FTR_HIDDEN;
+
+/* 1 + the index of the declared stack holding a, or 0. Newest first. */
+static inline uint32_t ftr_stack_declared(uintptr_t a)
+{
+    uint32_t n = atomic_load_explicit(&ftr_stack_nranges, memory_order_acquire);
+    for (uint32_t i = n; i-- > 0;) {
+        struct ftr_stack_range *r = &ftr_stack_ranges[i];
+        uint32_t s = atomic_load_explicit(&r->seq, memory_order_acquire);
+        uintptr_t lo = atomic_load_explicit(&r->lo, memory_order_relaxed);
+        uintptr_t hi = atomic_load_explicit(&r->hi, memory_order_relaxed);
+        if (!(s & 1) && a - lo < hi - lo &&
+            atomic_load_explicit(&r->seq, memory_order_acquire) == s)
+            return i + 1;
+    }
+    return 0;
+}
+
+/* The stack class of a (0: the thread's own): equal classes, same stack. */
+static inline uint32_t ftr_stack_class(const struct ftr_tls *t, uintptr_t a)
+{
+    if (__builtin_expect(atomic_load_explicit(&ftr_stack_nranges, memory_order_relaxed) != 0, 0)) {
+        uint32_t d = ftr_stack_declared(a);
+        if (d) return d;
+    }
+    if (a - t->stack_lo < t->stack_hi - t->stack_lo || t->stack_hi == 0) return FTR_STACK_OWN;
+    return FTR_STACK_UNKNOWN;
+}
+
+void ftr_stacks_init(void) FTR_HIDDEN; /* constructor: the main thread's stack, the default size */
+/* The calling thread's own stack: the main thread's (found at start), or the one around its
+ * thread descriptor (size: the start wrapper's hint, 0 for the default). (0, 0) if sp is not in
+ * it. Any context. */
+void ftr_stack_bounds_here(size_t size, uintptr_t *lo, uintptr_t *hi) FTR_HIDDEN;
+void ftr_stack_declare(uintptr_t lo, uintptr_t hi) FTR_HIDDEN; /* a stack the program made */
+
+#endif /* FTR_STACKS_H */

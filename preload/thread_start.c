@@ -1,0 +1,61 @@
+/*
+ * thread_start.c - pthread_create() wrapped: a new thread is set up for tracing by a start
+ * routine of ours, before the program's own runs, in an ordinary context (so its first traced
+ * call, even inside a signal handler, finds everything ready), with the stack bounds the
+ * creating thread's attributes give. Threads started any other way are set up at their first
+ * hook (threads.c, async-signal-safe as well).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+
+#include "tracer.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+static create_fn real_create;
+
+static void *start(void *arg)
+{
+    struct ftr_thread *r = arg;
+    void *(*fn)(void *) = r->start_fn;
+    void *fn_arg = r->start_arg;
+    if (ftr_tls.state == FTR_T_NEW)
+        ftr_thread_init_slow(r);
+    else
+        ftr_thread_unreserve(r);
+    return fn(fn_arg);
+}
+
+/* The stack the attributes give: exact when the program supplied it, else only its size. */
+static void stack_of(struct ftr_thread *r, const pthread_attr_t *attr)
+{
+    void *lo = NULL;
+    size_t size = 0;
+    if (!attr || pthread_attr_getstack(attr, &lo, &size) != 0) return;
+    /* glibc answers top - size: a stack not supplied has top NULL */
+    uintptr_t top = (uintptr_t)lo + size;
+    if (top && size) {
+        r->stack_hi = top;
+        r->stack_lo = top - size;
+    } else {
+        r->stack_size = size;
+    }
+}
+
+EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+    if (!real_create) real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
+    if (!real_create) return EAGAIN;
+    struct ftr_thread *r = ftr_settings_enabled() ? ftr_thread_reserve() : NULL;
+    if (!r) return real_create(th, attr, fn, arg);
+    r->start_fn = fn;
+    r->start_arg = arg;
+    r->safe_start = 1;
+    stack_of(r, attr);
+    int rc = real_create(th, attr, start, r);
+    if (rc != 0) ftr_thread_unreserve(r);
+    return rc;
+}
