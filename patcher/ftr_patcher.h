@@ -140,11 +140,15 @@ void ftr_x86_gen_nop(uint8_t *out, unsigned len);
 int ftr_x86_gen_call(uint8_t *out, unsigned len, uint64_t site, uint64_t target);
 int ftr_x86_gen_jmp(uint8_t *out, unsigned len, uint64_t site, uint64_t target);
 
-/* Per-site stub: pushes the site index and jumps to the common trampoline through an absolute
- * address kept in the stub page:
- *     68 <imm32 index>          push $index
+/* Per-site stub: passes the site index in r11 and jumps to the common trampoline through an
+ * absolute address kept in the stub page:
+ *     41 bb <imm32 index>       mov $index, %r11d
  *     ff 25 <rel32>             jmp *slot(%rip)
- *     cc ... (padding to FTR_STUB_SIZE)                                                        */
+ *     cc ... (padding to FTR_STUB_SIZE)
+ * r11 is free at every site: no calling convention passes an argument or the static chain in
+ * it, and a call to __fentry__/mcount may clobber it (a PLT stub or ld.so's lazy binding
+ * does). Nothing is pushed, so the trampoline's frame is an ordinary frame-pointer frame and
+ * the stub's own unwind rule is that of a function's first byte (preload/stub_cfi.c). */
 #define FTR_STUB_SIZE 16
 /*! ftr_x86_gen_stub() : writes a stub at out (runtime address at) for index, jumping through
  *  the 8-byte slot at runtime address slot. @return 0, or -1 when slot is out of reach. */

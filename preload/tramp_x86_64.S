@@ -1,21 +1,29 @@
 /*
  * tramp_x86_64.S - the entry and return trampolines of libftrace.so (x86_64 System V).
  *
- * A patched site is `call stub` (5 bytes); the site's stub (patcher/x86_64_insn.c) does
- * `push $site_index; jmp *common`, where common is ftr_tramp_fentry or ftr_tramp_mcount.
+ * A patched site is `call stub` (5 bytes); the site's stub (patcher/x86_64_gen.c) does
+ * `mov $site_index, %r11d; jmp *common`, where common is ftr_tramp_fentry or ftr_tramp_mcount.
  *
  * Register contract of the entry trampolines: on entry the function has not started (fentry,
  * patchable entry) or has only run `push %rbp; mov %rsp,%rbp` (mcount). Every register a
  * function may receive an argument or static chain in must survive: rdi rsi rdx rcx r8 r9, rax
- * (al = vector-register count of a varargs call), r10 (static chain), r11 (kept for symmetry).
- * Vector, x87 and mxcsr state are not saved: hooks.c is compiled with -mgeneral-regs-only and
- * reaches libc only through ftr_call_saving(), which xsaves everything. Flags are not live at a
- * function's entry. The stack is realigned to 16 bytes for the C call.
+ * (al = vector-register count of a varargs call), r10 (static chain). r11 carries the site
+ * index in: it is dead at every site (see ftr_patcher.h). Vector, x87 and mxcsr state are not
+ * saved: hooks.c is compiled with -mgeneral-regs-only and reaches libc only through
+ * ftr_call_saving(), which xsaves everything. Flags are not live at a function's entry. The
+ * stack is realigned to 16 bytes for the C call.
  *
  * Return trampoline: entered by the function's `ret` (hooked return address). rax:rdx, xmm0/1
  * and st0/st1 may hold the return value; rax and rdx are saved, the rest is not touched (same
  * reason). The real return address comes back from ftr_hook_exit() and is jumped to through
  * r11, which is dead at a function return.
+ *
+ * Unwinding (docs/design.md, "Unwinding through traced frames"): every instruction here has
+ * exact CFI, so that an unwinder started anywhere (a signal handler, asynchronous cancellation)
+ * walks on. A frame whose return address is hooked has ftr_tramp_return as its caller's pc; an
+ * unwinder looks that up at ftr_tramp_return - 1, which is covered by a one-byte FDE of its own:
+ * the "pseudo-frame" (CFA = rsp, return address in the hooked slot, CFA - 8), whose personality
+ * routine (unwind.c) puts the real return address back in the slot before the unwinder reads it.
  */
     .text
 
@@ -23,16 +31,19 @@
 #define GLOBAL_EXPORT(name) .globl name; .type name, @function; name:
 #define END(name) .size name, . - name
 
-/* Frame of an entry trampoline, relative to %rbp after `push %rbp; mov %rsp,%rbp`:
+/* Frame of an entry trampoline, relative to %rbp after `push %rbp; mov %rsp,%rbp`: an ordinary
+ * frame-pointer frame (frame-pointer unwinders such as perf's walk through it).
  *     0(%rbp)  the rbp of the interrupted code
- *     8(%rbp)  site index (pushed by the stub)
- *    16(%rbp)  return address into the traced function (after its site)
- *    24(%rbp)  fentry shape: the function's own return address (the slot we hook)
+ *     8(%rbp)  return address into the traced function (after its site)
+ *    16(%rbp)  fentry shape: the function's own return address (the slot we hook)
  * mcount shape: the function already did push %rbp; mov %rsp,%rbp, so its return address
  * is at 8(function's rbp) = 8(0(%rbp)). */
 .macro SAVE_ARGS
     push %rbp
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %rbp, 0
     mov %rsp, %rbp
+    .cfi_def_cfa_register %rbp
     push %rax
     push %rcx
     push %rdx
@@ -41,13 +52,11 @@
     push %r8
     push %r9
     push %r10
-    push %r11
     and $-16, %rsp
 .endm
 
 .macro RESTORE_ARGS
-    lea -72(%rbp), %rsp
-    pop %r11
+    lea -64(%rbp), %rsp
     pop %r10
     pop %r9
     pop %r8
@@ -57,15 +66,15 @@
     pop %rcx
     pop %rax
     pop %rbp
-    add $8, %rsp /* drop the site index */
+    .cfi_def_cfa %rsp, 8
+    .cfi_restore %rbp
 .endm
 
 GLOBAL_HIDDEN(ftr_tramp_fentry)
     .cfi_startproc
-    .cfi_adjust_cfa_offset 8 /* the site index */
     SAVE_ARGS
-    mov 8(%rbp), %edi
-    lea 24(%rbp), %rsi
+    mov %r11d, %edi
+    lea 16(%rbp), %rsi
     call ftr_hook_entry
     RESTORE_ARGS
     ret
@@ -74,9 +83,8 @@ END(ftr_tramp_fentry)
 
 GLOBAL_HIDDEN(ftr_tramp_mcount)
     .cfi_startproc
-    .cfi_adjust_cfa_offset 8
     SAVE_ARGS
-    mov 8(%rbp), %edi
+    mov %r11d, %edi
     mov 0(%rbp), %rsi
     add $8, %rsi
     call ftr_hook_entry
@@ -85,21 +93,54 @@ GLOBAL_HIDDEN(ftr_tramp_mcount)
     .cfi_endproc
 END(ftr_tramp_mcount)
 
+/* The pseudo-frame: an FDE for the one byte before ftr_tramp_return, where unwinders look up
+ * the caller of a frame whose return address is hooked. CFA = rsp (the hooked slot + 8: the
+ * pseudo-frame takes no stack), return address at CFA - 8 (the hooked slot), every other
+ * register unchanged. The personality runs before the unwinder reads the return address
+ * (libgcc: uw_frame_state_for, personality, uw_update_context), and puts it back. Referenced
+ * pc-relative: no relocation in the read-only .eh_frame. */
+GLOBAL_HIDDEN(ftr_tramp_hooked) /* named, so that debuggers show "ftr_tramp_hooked" there */
+    .cfi_startproc
+    .cfi_personality 0x1b, ftr_unwind_personality /* DW_EH_PE_pcrel | DW_EH_PE_sdata4 */
+    .cfi_def_cfa %rsp, 0
+    int3 /* never executed */
+    .cfi_endproc
+END(ftr_tramp_hooked)
+
+/* The body: rsp = the hooked slot + 8 on entry. The slot is kept inside the frame (it still
+ * holds our address, which leads an unwinder to the pseudo-frame above) until the real return
+ * address is stored in it; CFA = slot + 8 throughout, return address at CFA - 8. */
 GLOBAL_HIDDEN(ftr_tramp_return)
-    /* rsp = the hooked slot + 8. Realigned anyway: hand-written callers need not align. */
+    .cfi_startproc
+    .cfi_def_cfa %rsp, 0
+    lea -8(%rsp), %rsp
+    .cfi_adjust_cfa_offset 8
     push %rax
+    .cfi_adjust_cfa_offset 8
     push %rdx
+    .cfi_adjust_cfa_offset 8
     push %rbp
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %rbp, 0
     mov %rsp, %rbp
-    and $-16, %rsp
-    lea 24(%rbp), %rdi
+    .cfi_def_cfa_register %rbp /* CFA = rbp + 32; the slot is 24(%rbp) */
+    and $-16, %rsp             /* realigned anyway: hand-written callers need not align */
+    lea 32(%rbp), %rdi
     call ftr_hook_exit
+    mov %rax, 24(%rbp)         /* the slot: from here on unwinders read the real address */
     mov %rax, %r11
     mov %rbp, %rsp
     pop %rbp
+    .cfi_def_cfa %rsp, 24
+    .cfi_restore %rbp
     pop %rdx
+    .cfi_adjust_cfa_offset -8
     pop %rax
+    .cfi_adjust_cfa_offset -8
+    lea 8(%rsp), %rsp          /* the slot, now below rsp, inside the red zone: intact */
+    .cfi_adjust_cfa_offset -8
     jmp *%r11
+    .cfi_endproc
 END(ftr_tramp_return)
 
 /* void ftr_call_saving(void (*fn)(void *), void *arg): fn(arg) with all extended state saved,
@@ -217,13 +258,19 @@ restore_state:
 /* The hook symbols the compiler's instrumentation calls. Sites we patched never reach these;
  * sites we left alone (unknown shape, or before patching) call them and return at once. */
 GLOBAL_EXPORT(__fentry__)
+    .cfi_startproc
     ret
+    .cfi_endproc
 END(__fentry__)
 GLOBAL_EXPORT(mcount)
+    .cfi_startproc
     ret
+    .cfi_endproc
 END(mcount)
 GLOBAL_EXPORT(_mcount)
+    .cfi_startproc
     ret
+    .cfi_endproc
 END(_mcount)
 
     .section .note.GNU-stack, "", @progbits

@@ -1,18 +1,21 @@
 /*
- * unwind.c - the few wrappers the shadow stack needs around non-local exits.
+ * unwind.c - what the shadow stack needs around non-local exits and unwinders.
  *
  * The hooks resynchronise the shadow stack with the real stack by themselves (an entry whose
  * slot lies below the stack pointer is a dead frame, closed at the next hook), so nothing here is
- * needed for the tree to be right. The wrappers exist for two other reasons:
+ * needed for the tree to be right. This file exists for two other reasons:
  *
  *  - Time. longjmp() and siglongjmp() close the frames they skip at the moment they jump, not at
  *    the next traced call, which may come much later. The target stack pointer is read from the
- *    jmp_buf (glibc mangles it with the thread's pointer guard; see demangle()).
- *  - Unwinders read return addresses. An unwinder that met ftr_tramp_return instead of a real
- *    return address would find no unwind info for it and abort the program. Before C++ throws
- *    and rethrows and before pthread_exit()'s forced unwind, the real return addresses are put
- *    back in their stack slots; __cxa_begin_catch() then closes the frames the exception left
- *    (at the catch) and hooks the survivors again.
+ *    jmp_buf (glibc mangles it with the thread's pointer guard; see demangle()). At a C++ catch,
+ *    __cxa_begin_catch() closes the frames the exception left.
+ *  - Unwinders read return addresses, and a hooked one is ftr_tramp_return. Those that call
+ *    personality routines (every C++ throw, phase 1 and 2, and the forced unwind of
+ *    pthread_exit() and pthread_cancel(), whichever copy of the unwinder runs them) meet the
+ *    pseudo-frame of tramp_x86_64.S, whose personality (ftr_unwind_personality below) puts the
+ *    real address back in the slot just before the unwinder reads it. Those that do not
+ *    (backtrace(), _Unwind_Backtrace()) are wrapped: the real addresses of the frames above
+ *    the caller are put back for the walk, and hooked again after it.
  *
  * Each wrapper forwards to the next definition (RTLD_NEXT), looked up on first use.
  */
@@ -82,77 +85,234 @@ EXPORT __attribute__((noreturn)) void __longjmp_chk(sigjmp_buf env, int val)
     NEXT(real_longjmp_chk, "__longjmp_chk")(env, val);
 }
 
-/* Puts the real return address back in every hooked slot of this thread (the lowest entry of a
- * tail-call group holds it). */
-static void unhook_all(void)
+/* ---- real return addresses, for unwinders ---- */
+
+/* The real return address of the frame hooked at slot: the lowest entry of the group hooked
+ * there (a tail call leaves several; only the lowest holds it), else the graveyard's (a frame
+ * closed too early). @return 0 when there is none. */
+static uintptr_t real_return(const struct ftr_tls *t, uintptr_t slot)
+{
+    const struct ftr_shadow *e = t->top;
+    while (e > t->shadow_base && e[-1].slot != slot)
+        e--;
+    if (e > t->shadow_base) {
+        e--;
+        while (e > t->shadow_base && e[-1].slot == slot)
+            e--;
+        return e->ret != (uintptr_t)ftr_tramp_return ? e->ret : 0;
+    }
+    for (unsigned i = 1; i <= FTR_GRAVE_SIZE && t->grave; i++) {
+        const struct ftr_shadow *g = &t->grave[(t->grave_pos - i) & (FTR_GRAVE_SIZE - 1)];
+        if (g->slot == slot && g->ret) return g->ret;
+    }
+    return 0;
+}
+
+/* Puts the real return address back in the hooked slots of this thread above `above` (0:
+ * every slot), marking those entries when mark (they are hooked again by rehook_marked()).
+ * Entries being filled or emptied (slot 0) are skipped: a signal handler may run this in the
+ * middle of a hook. */
+static void unhook_all(uintptr_t above, int mark)
 {
     struct ftr_tls *t = &ftr_tls;
     if (!t->shadow_base) return;
     for (struct ftr_shadow *e = t->shadow_base; e < t->top; e++) {
         uintptr_t *slot = (uintptr_t *)e->slot;
-        if (e->ret != (uintptr_t)ftr_tramp_return && *slot == (uintptr_t)ftr_tramp_return)
-            *slot = e->ret;
+        if (!slot || e->slot <= above || e->ret == (uintptr_t)ftr_tramp_return ||
+            *slot != (uintptr_t)ftr_tramp_return)
+            continue;
+        *slot = e->ret;
+        if (mark) e->flags |= FTR_SH_UNHOOKED;
     }
 }
 
-/* Hooks again the slots of the entries still alive. */
+static void rehook_marked(void)
+{
+    struct ftr_tls *t = &ftr_tls;
+    if (!t->shadow_base) return;
+    for (struct ftr_shadow *e = t->shadow_base; e < t->top; e++) {
+        if (!e->slot || !(e->flags & FTR_SH_UNHOOKED)) continue;
+        e->flags &= ~FTR_SH_UNHOOKED;
+        if (*(uintptr_t *)e->slot == e->ret) *(uintptr_t *)e->slot = (uintptr_t)ftr_tramp_return;
+    }
+}
+
+/* Hooks again the slots of the live entries that hold their real address (after a catch). */
 static void rehook_all(void)
 {
     struct ftr_tls *t = &ftr_tls;
     if (!t->shadow_base) return;
     for (struct ftr_shadow *e = t->shadow_base; e < t->top; e++) {
         uintptr_t *slot = (uintptr_t *)e->slot;
-        if (e->ret != (uintptr_t)ftr_tramp_return && *slot == e->ret)
+        if (slot && e->ret != (uintptr_t)ftr_tramp_return && *slot == e->ret)
             *slot = (uintptr_t)ftr_tramp_return;
     }
 }
 
-/* ---- C++ exceptions (libgcc_s / libstdc++) ---- */
-struct _Unwind_Exception;
-typedef int (*raise_fn)(struct _Unwind_Exception *);
-static raise_fn real_raise, real_rethrow;
+/* The head of libgcc's struct _Unwind_Context on x86-64 (unwind-dw2.c):
+ * DWARF_FRAME_REGISTERS + 1 = 18 register slots, then cfa, then ra. When the
+ * personality of the pseudo-frame runs, ra is ftr_tramp_return and cfa is the CFA of the frame
+ * below: the hooked slot + 8. Both are checked before cfa is used: another unwinder (LLVM's
+ * libunwind) has another layout, and gets the fallback instead. */
+struct libgcc_context_head {
+    uintptr_t reg[18];
+    uintptr_t cfa, ra;
+};
+
+/* The personality routine of the pseudo-frame (tramp_x86_64.S): the unwinder is about to read
+ * the return address of the frame whose slot holds ftr_tramp_return. Called with libgcc's
+ * context by libgcc_s and by a copy linked into the program (-static-libgcc), whose accessors
+ * are not ours to call: the context is only read, as described above. */
+FTR_HIDDEN int ftr_unwind_personality(int version, int actions, uint64_t exc_class, void *exc,
+                                      void *context)
+{
+    (void)version, (void)actions, (void)exc_class, (void)exc;
+    struct ftr_tls *t = &ftr_tls;
+    const struct libgcc_context_head *c = context;
+    enum { URC_CONTINUE_UNWIND = 8 };
+    if (!t->shadow_base) return URC_CONTINUE_UNWIND;
+    if (c && c->ra == (uintptr_t)ftr_tramp_return && c->cfa > 8 && !(c->cfa & 7)) {
+        uintptr_t *slot = (uintptr_t *)(c->cfa - 8);
+        /* The unwinder reads *slot next. No address for it (the frame's return is under way:
+         * ftr_hook_exit popped the entry, ftr_tramp_return has not stored the address yet):
+         * 0 ends the walk there rather than looping on the pseudo-frame. The return itself
+         * goes through r11 and stores the real address into the slot again. */
+        if (*slot == (uintptr_t)ftr_tramp_return) *slot = real_return(t, (uintptr_t)slot);
+        return URC_CONTINUE_UNWIND;
+    }
+    unhook_all(0, 0); /* another unwinder's context: every slot */
+    return URC_CONTINUE_UNWIND;
+}
+
+/* ---- unwinders that call no personality ---- */
+/* While a wrapper runs its walk, a signal handler's backtrace() on the same thread leaves the
+ * slots alone (the walk it interrupted has them unhooked; it would hook them again under it). */
+static __thread int walking __attribute__((tls_model("initial-exec")));
+
+static void walk_begin(uintptr_t here)
+{
+    if (walking++) return;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    unhook_all(here, 1);
+}
+
+static void walk_end(void)
+{
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (walking == 1) rehook_marked();
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    walking--;
+}
+
+typedef int (*backtrace_fn)(void **, int);
+static backtrace_fn real_backtrace;
+
+/* glibc's backtrace(): the walk would start with our own frame, which the caller must not see,
+ * so it is made into a buffer one longer (on the stack, or mmap'ed when large: no allocation,
+ * as the caller may be a crash handler) and the rest copied out. */
+EXPORT int backtrace(void **array, int size)
+{
+    backtrace_fn real = NEXT(real_backtrace, "backtrace");
+    if (size <= 0) return real(array, size);
+    enum { ON_STACK = 128 };
+    void *small[ON_STACK + 1], **buf = small;
+    size_t bytes = 0;
+    if (size > ON_STACK) {
+        bytes = ((size_t)size + 1) * sizeof(void *);
+        buf = ftr_mmap_zero(bytes);
+        if (!buf) return real(array, size); /* no memory: what the walk finds */
+    }
+    walk_begin((uintptr_t)__builtin_frame_address(0));
+    int n = real(buf, size + 1);
+    walk_end();
+    n = n > 0 ? n - 1 : 0;
+    for (int i = 0; i < n; i++)
+        array[i] = buf[i + 1];
+    if (bytes) ftr_munmap(buf, bytes);
+    return n;
+}
+
+/* _Unwind_Backtrace() (libgcc_s, when the program calls it itself) */
+struct _Unwind_Context;
+typedef int (*trace_fn)(struct _Unwind_Context *, void *);
+typedef int (*unwind_backtrace_fn)(trace_fn, void *);
+typedef uintptr_t (*get_fn)(struct _Unwind_Context *);
+static unwind_backtrace_fn real_unwind_backtrace;
+static get_fn get_ip, get_cfa;
+
+struct trace_arg {
+    trace_fn fn;
+    void *arg;
+    int skip;           /* our own frame comes first */
+    uintptr_t last_cfa; /* the pseudo-frame again at the same CFA: no progress, stop */
+};
+
+static int trace_one(struct _Unwind_Context *ctx, void *p)
+{
+    struct trace_arg *a = p;
+    if (a->skip) {
+        a->skip = 0;
+        return 0;
+    }
+    if (get_ip && get_cfa && get_ip(ctx) == (uintptr_t)ftr_tramp_return) {
+        uintptr_t cfa = get_cfa(ctx);
+        if (cfa == a->last_cfa) return 5; /* _URC_END_OF_STACK */
+        a->last_cfa = cfa;
+    }
+    return a->fn(ctx, a->arg);
+}
+
+EXPORT int _Unwind_Backtrace(trace_fn fn, void *arg)
+{
+    unwind_backtrace_fn real = NEXT(real_unwind_backtrace, "_Unwind_Backtrace");
+    if (!get_ip) get_ip = (get_fn)dlsym(RTLD_NEXT, "_Unwind_GetIP");
+    if (!get_cfa) get_cfa = (get_fn)dlsym(RTLD_NEXT, "_Unwind_GetCFA");
+    struct trace_arg a = {fn, arg, 1, 0};
+    walk_begin((uintptr_t)__builtin_frame_address(0));
+    int rc = real(trace_one, &a);
+    walk_end();
+    return rc;
+}
+
+/* ---- C++ exceptions (libstdc++, libc++abi) ---- */
 typedef void *(*begin_catch_fn)(void *);
 static begin_catch_fn real_begin_catch;
-
-EXPORT int _Unwind_RaiseException(struct _Unwind_Exception *e)
-{
-    unhook_all();
-    int rc = NEXT(real_raise, "_Unwind_RaiseException")(e);
-    rehook_all(); /* no handler: it returns, and std::terminate follows */
-    return rc;
-}
-
-EXPORT int _Unwind_Resume_or_Rethrow(struct _Unwind_Exception *e)
-{
-    unhook_all();
-    int rc = NEXT(real_rethrow, "_Unwind_Resume_or_Rethrow")(e);
-    rehook_all();
-    return rc;
-}
+struct cxa_eh_globals {
+    void *caught;
+    unsigned int uncaught;
+};
+typedef struct cxa_eh_globals *(*get_globals_fn)(void);
+static get_globals_fn real_get_globals;
 
 /* Called from the landing pad of the catching function: every frame below the caller's stack
- * pointer was unwound by the exception. */
+ * pointer was unwound by the exception. The survivors' slots are hooked again where a walk
+ * left them unhooked (an unwinder that was not libgcc's) - but not while another exception
+ * is still unwinding (this catch is in a destructor it runs): its walk goes on above. */
 EXPORT void *__cxa_begin_catch(void *exc)
 {
     uintptr_t caller_sp = (uintptr_t)__builtin_frame_address(0) + 16;
     ftr_close_frames_below(caller_sp, 0);
-    rehook_all();
-    return NEXT(real_begin_catch, "__cxa_begin_catch")(exc);
+    begin_catch_fn real = NEXT(real_begin_catch, "__cxa_begin_catch");
+    if (!real_get_globals) real_get_globals = (get_globals_fn)dlsym(RTLD_NEXT, "__cxa_get_globals");
+    struct cxa_eh_globals *g = real_get_globals ? real_get_globals() : NULL;
+    if (g && g->uncaught <= 1) rehook_all();
+    return real(exc);
 }
 
 /* ---- threads ---- */
 typedef void (*pthread_exit_fn)(void *) __attribute__((noreturn));
 static pthread_exit_fn real_pthread_exit;
 
-/* pthread_exit() unwinds the thread's stack with the forced unwinder, which must see the real
- * return addresses. The frames are not closed here: cancellation cleanup handlers still run in
- * them (glibc jumps back into the frame that pushed the handler), and calls they make nest
- * there; what is still open when the thread ends is closed by the thread's destructor. */
+/* pthread_exit() unwinds the thread's stack with the forced unwinder (which the pseudo-frame
+ * leads through the hooked slots). The frames are not closed here: cancellation cleanup
+ * handlers still run in them (glibc jumps back into the frame that pushed the handler), and
+ * calls they make nest there; what is still open when the thread ends is closed by the
+ * thread's destructor. */
 int ftr_main_pthread_exited;
 
 EXPORT __attribute__((noreturn)) void pthread_exit(void *retval)
 {
     if (syscall(SYS_gettid) == getpid()) ftr_main_pthread_exited = 1; /* glibc counts it out */
-    unhook_all();
+    unhook_all(0, 0);
     NEXT(real_pthread_exit, "pthread_exit")(retval);
 }

@@ -364,6 +364,13 @@ def check_untraced_note(r):
 
 STARTUP_LIB = (("libbstartup.c", "bstartup", ""),)
 HOSTILE_LIB = (("libbhostile.c", "bhostile", ""),)
+STATIC_CXX = "-static-libgcc -static-libstdc++"
+CANCEL_PATH = "worker;c1;c2;c3"
+CANCEL_BASE = {"worker": 1, "worker;c1": 1, "worker;c1;c2": 1, CANCEL_PATH: 1,
+               CANCEL_PATH + ";leaf": 1, CANCEL_PATH + ";wait_cancel": 1}
+# each cleanup handler or destructor runs in its own frame
+CANCEL_TREE = dict(CANCEL_BASE, **{CANCEL_PATH + ";cleanup": 1, "worker;c1;c2;cleanup": 1,
+                                   "worker;c1;cleanup": 1})
 TALKER = {"talker": 1, "talker;work": 3, "talker;work;leaf": 6}
 
 
@@ -438,6 +445,37 @@ CASES = {
     "exc-terminate": Case("bexc.cpp", ["terminate"], exact(
         [{"main": 1, "main;t1": 1, "main;t1;t2": 1, "main;t1;t2;leaf": 1}],
         [["main", "t1", "t2"]])),
+    "exc-nested": Case("bexc.cpp", ["nested"], exact([exc_tree(["n1", "n2", "n3"], {
+        "n1;n2;dtor_work": 3, "n1;n2;dtor_work;dtor_inner": 3,
+        "n1;n2;dtor_work;inner_caught": 3})])),
+    # the program's own unwinder and C++ runtime: no wrapper of ours sees its throws and catches
+    "exc-static-throw": Case("bexc.cpp", ["throw"], exact([exc_tree(["d1", "d2", "d3"], {})]),
+                             cflags=STATIC_CXX, variant="static"),
+    "exc-static-rethrow": Case("bexc.cpp", ["rethrow"], exact(
+        [exc_tree(["r_outer", "r_mid", "r_inner"], {"r_outer;r_mid;r_handle": 3})]),
+        cflags=STATIC_CXX, variant="static"),
+    "exc-static-raii": Case("bexc.cpp", ["raii"], exact(
+        [exc_tree(["g_outer", "g_mid", "g_thrower"],
+                  {"g_outer;g_mid;cleanup": 3, "g_outer;cleanup": 3})]),
+        cflags=STATIC_CXX, variant="static"),
+    "exc-static-nested": Case("bexc.cpp", ["nested"], exact([exc_tree(["n1", "n2", "n3"], {
+        "n1;n2;dtor_work": 3, "n1;n2;dtor_work;dtor_inner": 3,
+        "n1;n2;dtor_work;inner_caught": 3})]), cflags=STATIC_CXX, variant="static"),
+    # backtrace() from 4 traced frames deep, and from a signal handler there
+    "unwind-backtrace": Case("bunwind.c", ["bt"], exact([{
+        "main": 1, "main;f1": 1, "main;f1;f2": 1, "main;f1;f2;f3": 1, "main;f1;f2;f3;show": 1,
+        "main;f1;f2;f3;show;after": 1}]), cflags="-rdynamic", variant="rdynamic"),
+    "unwind-backtrace-signal": Case("bunwind.c", ["signal"], exact([{
+        "main": 1, "main;f1": 1, "main;f1;f2": 1, "main;f1;f2;f3": 1,
+        "main;f1;f2;f3;on_usr1": 1}]), cflags="-rdynamic", variant="rdynamic"),
+    # pthread_cancel() of a thread inside traced frames: every cleanup handler and destructor
+    # runs (the forced unwind walks through the hooked slots), each nested where it runs
+    "cancel-deferred": Case("bcancel.c", ["deferred"], exact([{"main": 1}, CANCEL_TREE])),
+    "cancel-async": Case("bcancel.c", ["async"], exact([{"main": 1}, CANCEL_TREE])),
+    "cancel-cxx-deferred": Case("bcancel.cpp", ["deferred"], exact([{"main": 1}, CANCEL_TREE]),
+                                variant="cxx"),
+    "cancel-cxx-async": Case("bcancel.cpp", ["async"], exact([{"main": 1}, CANCEL_TREE]),
+                             variant="cxx"),
     "swapcontext": Case("bcoro.c", [], check_coro),
     "tailcall": Case("btail.c", [], exact([{
         "main": 1, "main;first": 5, "main;first;other": 5, "main;chain": 3,

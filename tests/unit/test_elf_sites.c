@@ -183,16 +183,15 @@ static void *load(const char *so, struct loaded *l, struct fns *f)
 }
 
 /* ---- CALL state: per-site stubs and a counting trampoline ----
- * The stub pushes the site index; the trampoline pops it into %r11 (dead at a function's entry
- * and at an mcount call, which the compiler treats as a call) and counts, touching nothing
- * else but the flags. */
+ * The stub passes the site index in %r11 (dead at a function's entry and at an mcount call,
+ * which the compiler treats as a call); the trampoline counts, touching nothing else but the
+ * flags. */
 unsigned test_hits[64];
 void test_tramp(void);
 __asm__(".text\n"
         ".globl test_tramp\n"
         ".type test_tramp, @function\n"
         "test_tramp:\n"
-        "    pop %r11\n"
         "    push %rax\n"
         "    lea test_hits(%rip), %rax\n"
         "    lock incl (%rax,%r11,4)\n"

@@ -17,6 +17,13 @@
  *   terminate  main -> t1 -> t2 -> leaf, t2 throws and nothing catches: std::terminate, SIGABRT
  *              (as untraced). tree: {main, main;t1, main;t1;t2, main;t1;t2;leaf}; main, t1, t2
  *              stay open (terminate runs without unwinding).
+ *   nested     3 rounds: main -> n1 -> n2 (holds a Catcher) -> n3 -> leaf, n3 throws. While the
+ *              exception unwinds n2, ~Catcher (inlined) calls dtor_work, which throws a second
+ *              exception from dtor_inner and catches it (then calls inner_caught); the first one
+ *              goes on to main, which calls after_catch.
+ *              tree: {main 1, main;n1 3, main;n1;n2 3, main;n1;n2;n3 3, main;n1;n2;n3;leaf 3,
+ *              main;n1;n2;dtor_work 3, main;n1;n2;dtor_work;dtor_inner 3,
+ *              main;n1;n2;dtor_work;inner_caught 3, main;after_catch 3}
  * Nothing is left open except in terminate. */
 #include <cstdio>
 #include <cstring>
@@ -94,6 +101,41 @@ NOINLINE void g_outer(int v)
     NOTAIL();
 }
 
+NOINLINE void dtor_inner(void) { throw 7; }
+NOINLINE void inner_caught(int v) { sink += v; }
+NOINLINE void dtor_work(void)
+{
+    try {
+        dtor_inner();
+        NOTAIL();
+    } catch (int e) {
+        inner_caught(e);
+    }
+}
+}
+
+struct Catcher {
+    __attribute__((always_inline)) inline ~Catcher() { dtor_work(); }
+};
+
+extern "C" {
+NOINLINE void n3(int v)
+{
+    leaf();
+    throw v;
+}
+NOINLINE void n2(int v)
+{
+    Catcher c;
+    n3(v);
+    NOTAIL();
+}
+NOINLINE void n1(int v)
+{
+    n2(v);
+    NOTAIL();
+}
+
 NOINLINE void t2(void)
 {
     leaf();
@@ -120,6 +162,9 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "raii")) {
         fn = g_outer;
         rc = 63;
+    } else if (!strcmp(mode, "nested")) {
+        fn = n1;
+        rc = 64;
     } else if (!strcmp(mode, "terminate")) {
         std::printf("terminate: throwing\n");
         std::fflush(stdout);
@@ -127,7 +172,7 @@ int main(int argc, char **argv)
         std::printf("not reached\n");
         return 1;
     } else {
-        std::fprintf(stderr, "usage: bexc throw|rethrow|raii|terminate\n");
+        std::fprintf(stderr, "usage: bexc throw|rethrow|raii|nested|terminate\n");
         return 2;
     }
     int caught = 0;
