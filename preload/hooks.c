@@ -243,6 +243,7 @@ static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_
             struct ftr_shadow *g = &t->grave[(t->grave_pos - i) & (FTR_GRAVE_SIZE - 1)];
             if (g->slot == slot && g->ret) {
                 uintptr_t ret = g->ret;
+                *(volatile uintptr_t *)slot = ret;
                 g->ret = 0;
                 return ret;
             }
@@ -266,6 +267,8 @@ static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_
     while (lo > base && lo[-1].slot == slot)
         lo--;
     uintptr_t ret = lo->ret;
+    *(volatile uintptr_t *)slot = ret;
+    SIGNAL_FENCE();
     for (struct ftr_shadow *e = m - 1; e >= lo; e--)
         retire(t, e, FTR_EV_EXIT, tsc);
     for (size_t i = 0; i < kept; i++)
@@ -286,15 +289,21 @@ uintptr_t ftr_hook_exit(uintptr_t sp)
     struct ftr_shadow *top = t->top;
     if (unlikely(top <= t->shadow_base || top[-1].slot != slot)) return exit_slow(t, slot, tsc);
     /* Every entry of this slot returns now: the function and those it tail-called. The
-     * bottom one holds the real return address. */
-    uintptr_t ret;
+     * bottom one holds the real return address, which goes back into the slot (now part of
+     * the return trampoline's frame) first, for an unwinder that runs from a signal handler
+     * landing below. */
+    struct ftr_shadow *lo = top - 1;
+    while (lo > t->shadow_base && lo[-1].slot == slot)
+        lo--;
+    uintptr_t ret = lo->ret;
+    *(volatile uintptr_t *)slot = ret;
+    SIGNAL_FENCE();
     do {
         top--;
-        ret = top->ret;
         if (!(unlikely(ftr_hot.threshold_ticks) && rewind_short(t, top, tsc)))
             retire(t, top, FTR_EV_EXIT, tsc);
         top->slot = 0;
-    } while (top > t->shadow_base && top[-1].slot == slot);
+    } while (top > lo);
     SIGNAL_FENCE();
     t->top = top;
     return ret;
