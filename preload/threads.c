@@ -299,12 +299,27 @@ static void thread_destructor(void *arg)
 void ftr_thread_off(void)
 {
     struct ftr_tls *t = &ftr_tls;
-    if (t->thr) { /* one of our own threads, set up by the start wrapper: give it back */
-        struct ftr_thread *r = t->thr;
-        pthread_setspecific(thread_key, NULL);
-        thread_end(r);
-    }
     t->state = FTR_T_OFF;
+    struct ftr_thread *r = t->thr;
+    if (!r) return;
+    /* One of our own threads (the writer, the control server), set up by the start wrapper
+     * and never recording: its chunks go back to the pool unwritten, its record is free again,
+     * and the trace never names it. */
+    pthread_setspecific(thread_key, NULL);
+    t->in_slow = 1;
+    struct ftr_chunk *chunks[3] = {r->cur, r->spare, r->held};
+    __atomic_store_n(&r->cur, NULL, __ATOMIC_RELEASE);
+    atomic_store(&r->state, REC_CLAIMED); /* out of the writer's sight */
+    while (atomic_load(&r->reading))
+        sched_yield();
+    t->pos = t->end = NULL;
+    for (int i = 0; i < 3; i++)
+        if (chunks[i]) ftr_release_chunk(chunks[i]);
+    t->shadow_base = t->shadow_end = t->top = NULL;
+    t->grave = NULL;
+    t->thr = NULL;
+    ftr_slow_area_free();
+    record_release(r);
 }
 
 /* Events this thread dropped since it last said so become one LOST event in its stream, where
