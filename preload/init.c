@@ -492,12 +492,29 @@ static int open_output(void)
     return fd;
 }
 
+/* Every program the session runs loads us, most of them uninstrumented (a shell, `true`, the
+ * tools a build runs): the sites are looked for first, and such a child of the session leaves
+ * with nothing more done than the wrappers need (no /proc reads, no cpuid, no file, no
+ * thread). */
 __attribute__((constructor)) static void ftr_init(void)
 {
     char err[512];
     read_config();
     start_clocks();
     ftr_g.pid = (uint32_t)getpid();
+    ftr_process.session_id = (uint64_t)env_long(FTR_ENV_SESSION, 0, 0, LONG_MAX);
+    ftr_is_root = ftr_process.session_id == 0;
+    if (ftr_is_root) {
+        ftr_process.session_id = (ftr_g.start_ns ^ ((uint64_t)ftr_g.pid << 32)) & LONG_MAX;
+        char id[32];
+        snprintf(id, sizeof id, "%llu", (unsigned long long)ftr_process.session_id);
+        setenv(ftr_env_name(FTR_ENV_SESSION), id, 1); /* children and exec'd images join */
+    }
+    ftr_env_snapshot();
+
+    size_t nsites = ftr_modules_scan();
+    if (nsites == 0 && !ftr_is_root)
+        return; /* an uninstrumented child of the session (a shell, a tool): stay silent */
     unsigned a, b, c, d;
     __cpuid(1, a, b, c, d);
     if (!(c & bit_OSXSAVE)) {
@@ -510,23 +527,10 @@ __attribute__((constructor)) static void ftr_init(void)
     ftr_process.ppid = (uint32_t)getppid();
     ftr_process.start_realtime_ns = ftr_g.start_ns;
     ftr_process.start_tsc = ftr_g.start_tsc;
-    ftr_process.session_id = (uint64_t)env_long(FTR_ENV_SESSION, 0, 0, LONG_MAX);
-    ftr_is_root = ftr_process.session_id == 0;
-    if (ftr_is_root) {
-        ftr_process.session_id = (ftr_g.start_ns ^ ((uint64_t)ftr_g.pid << 32)) & LONG_MAX;
-        char id[32];
-        snprintf(id, sizeof id, "%llu", (unsigned long long)ftr_process.session_id);
-        setenv(ftr_env_name(FTR_ENV_SESSION), id, 1); /* children and exec'd images join */
-    }
-    ftr_env_snapshot();
     if (ftr_settings_init(err, sizeof err) < 0) {
         ftr_msg("%s; running untraced", err);
         return;
     }
-
-    size_t nsites = ftr_modules_scan();
-    if (nsites == 0 && !ftr_is_root)
-        return; /* an uninstrumented child of the session (a shell, a tool): stay silent */
     ftr_g.fd = open_output();
     if (ftr_g.fd < 0) {
         ftr_msg("cannot write %s: %s; running untraced", ftr_cfg.output, strerror(errno));
