@@ -10,8 +10,10 @@
  * Runs in the preload constructor, before any tracing: plain libc and malloc are fine, but
  * nothing here may be built with instrumentation.
  */
+#define _GNU_SOURCE /* memmem */
 #include "ftr_patcher.h"
 
+#include <emmintrin.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -200,12 +202,11 @@ static int load_symbols(struct scan *s, Elf_Scn *scn, int keep)
     for (size_t i = 1; i < n; i++) {
         GElf_Sym sym;
         if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC) continue;
-        if (sym.st_shndx == SHN_UNDEF || sym.st_shndx >= SHN_LORESERVE ||
-            !scn_is_exec(s, sym.st_shndx))
-            continue;
+        if (sym.st_shndx == SHN_UNDEF || sym.st_shndx >= SHN_LORESERVE) continue;
         const char *name = elf_strptr(s->elf, sh.sh_link, sym.st_name);
         if (!name || !*name) continue;
         int kind = hook_kind(name);
+        if ((!keep && kind < 0) || !scn_is_exec(s, sym.st_shndx)) continue;
         if (kind >= 0)
             add_call(s, kind, s->base + sym.st_value); /* defined here: calls may be direct */
         if (!keep) continue;
@@ -639,6 +640,97 @@ static int scan_functions(struct scan *s)
     return rc;
 }
 
+/* ---- modules that cannot have sites ----
+ * Most modules of a process are not instrumented (the C library, the dynamic linker, every
+ * library of an uninstrumented program that a traced one runs): they are told apart before the
+ * costly part of the scan (every symbol sorted, .eh_frame_hdr, every function's first bytes
+ * decoded), which would find nothing in them. */
+
+/* Sites listed by the compiler? */
+static void find_lists(const struct scan *s, int *found_mcount_loc, int *found_pfe)
+{
+    Elf_Scn *scn = NULL;
+    GElf_Shdr sh;
+    while ((scn = elf_nextscn(s->elf, scn))) {
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS || !(sh.sh_flags & SHF_ALLOC))
+            continue;
+        const char *name = scn_name(s, &sh);
+        *found_mcount_loc |= !strcmp(name, "__mcount_loc");
+        *found_pfe |= !strcmp(name, "__patchable_function_entries");
+    }
+}
+
+/* May a symbol of the module be named after a hook? Not when no string table of a symbol table
+ * holds the name: then no symbol and no relocation refers to one. Any occurrence counts
+ * ("_mcount" and "x_mcount@V" too): a false "may" only costs the full scan. */
+static int may_name_a_hook(const struct scan *s)
+{
+    Elf_Scn *scn = NULL;
+    GElf_Shdr sh;
+    while ((scn = elf_nextscn(s->elf, scn))) {
+        if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+            continue;
+        Elf_Scn *str = elf_getscn(s->elf, sh.sh_link);
+        Elf_Data *d = str ? elf_getdata(str, NULL) : NULL;
+        if (!d || !d->d_buf) return 1; /* cannot tell */
+        if (memmem(d->d_buf, d->d_size, "__fentry__", 10) ||
+            memmem(d->d_buf, d->d_size, "mcount", 6))
+            return 1;
+    }
+    return 0;
+}
+
+/* The only hooks are calls straight to a few addresses (a hook the module defines itself, or
+ * PLT stubs): no GOT slot to call through, no PLT range taken as a hook. */
+static int direct_only(const struct ftr_hook_targets *t)
+{
+    return !t->fentry_got && !t->mcount_got && !t->plt_shape;
+}
+
+static int reaches(const uint8_t *q, const uint64_t want[4])
+{
+    int32_t rel;
+    memcpy(&rel, q + 1, 4);
+    uint64_t to = (uint64_t)(uintptr_t)q + 5 + (int64_t)rel;
+    return (want[0] && to == want[0]) || (want[1] && to == want[1]) || (want[2] && to == want[2]) ||
+           (want[3] && to == want[3]);
+}
+
+/* Does any e8 rel32 in the executable segments reach a direct target? The linker's 67 e8 form
+ * is covered too: its e8 reaches the same address. 16 bytes at a time (e8 is a common byte:
+ * a memchr() per hit costs more than the whole pass). */
+static int direct_call_reaches(const struct scan *s)
+{
+    const struct ftr_hook_targets *t = &s->t;
+    const uint64_t want[4] = {t->fentry_call, t->fentry_call2, t->mcount_call, t->mcount_call2};
+    const __m128i e8 = _mm_set1_epi8((char)0xe8);
+    for (size_t i = 0; i < s->nsegs; i++) {
+        const struct seg *g = &s->segs[i];
+        if (!(g->flags & PF_X) || g->hi - g->lo < 5) continue;
+        const uint8_t *p = (const uint8_t *)(uintptr_t)g->lo;
+        size_t n = (size_t)(g->hi - g->lo) - 4, k = 0; /* an e8 at p[k], k < n, has its rel32 */
+        for (; k + 16 <= n; k += 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + k));
+            unsigned mask = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, e8));
+            for (; mask; mask &= mask - 1)
+                if (reaches(p + k + (unsigned)__builtin_ctz(mask), want)) return 1;
+        }
+        for (; k < n; k++)
+            if (p[k] == 0xe8 && reaches(p + k, want)) return 1;
+    }
+    return 0;
+}
+
+/* The hook targets (symbols, GOT slots, PLT stubs). @return 0, -1 (err) */
+static int load_targets(struct scan *s, Elf_Scn *symtab, Elf_Scn *dynsym)
+{
+    if ((symtab && load_symbols(s, symtab, 0)) || (dynsym && load_symbols(s, dynsym, 0))) return -1;
+    load_got_slots(s);
+    load_plt(s);
+    build_targets(s);
+    return 0;
+}
+
 /* ---- result ---- */
 
 static int cmp_site(const void *a, const void *b)
@@ -716,20 +808,37 @@ int ftr_module_scan(const char *path, uint64_t base, const void *phdr, unsigned 
         goto out;
     }
     s.have_shstr = elf_getshdrstrndx(s.elf, &s.shstrndx) == 0;
-    if (load_segments(&s, phdr, phnum, m) || load_eh_frame_hdr(&s, phdr, phnum)) goto out;
+    if (load_segments(&s, phdr, phnum, m)) goto out;
     load_build_id(&s, m);
 
     Elf_Scn *symtab = find_scn_type(&s, SHT_SYMTAB);
     Elf_Scn *dynsym = find_scn_type(&s, SHT_DYNSYM);
+    int mloc = 0, pfe = 0, targets_known = 0;
+    find_lists(&s, &mloc, &pfe);
+    if (!mloc && !pfe) { /* only calls to a hook can be sites: are there any? */
+        if (may_name_a_hook(&s)) {
+            if (load_targets(&s, symtab, dynsym)) goto out;
+            targets_known = 1;
+        }
+        if (!have_targets(&s.t) || (direct_only(&s.t) && !direct_call_reaches(&s))) {
+            m->targets = s.t;
+            rc = finish(&s, m); /* no sites, none skipped */
+            goto out;
+        }
+    }
+
+    if (load_eh_frame_hdr(&s, phdr, phnum)) goto out;
     if (symtab ? load_symbols(&s, symtab, 1) : dynsym ? load_symbols(&s, dynsym, 1) : 0) goto out;
-    if (symtab && dynsym && load_symbols(&s, dynsym, 0)) /* own hooks exported but stripped */
-        goto out;
-    load_got_slots(&s);
-    load_plt(&s);
-    build_targets(&s);
+    if (!targets_known) {
+        if (symtab && dynsym && load_symbols(&s, dynsym, 0)) /* own hooks exported but stripped */
+            goto out;
+        load_got_slots(&s);
+        load_plt(&s);
+        build_targets(&s);
+    }
     m->targets = s.t;
 
-    int mloc = 0, pfe = 0;
+    mloc = pfe = 0;
     if (scan_lists(&s, &mloc, &pfe)) goto out;
     if (mloc)
         m->method = "__mcount_loc";

@@ -4,9 +4,10 @@
  * The server is a thread that never traces, blocks every signal, is not counted among the
  * threads that may run patched code (ftr_stw_ignore), and sleeps in poll()/accept() on a Unix
  * stream socket at ftr_ctl_socket_path(), from the start of every traced process (the constructor
- * starts it; in a fork child, the child's writer thread does). ftrace-ctl only connects: no signal
- * is ever sent to the process, since the kernel would hand a process-directed signal to any thread,
- * often one asleep in nanosleep() or epoll_wait(), which would then fail with EINTR. The socket's
+ * starts it; in a fork child, the child's writer thread does, once the child has recorded
+ * something). ftrace-ctl only connects: no signal is ever sent to the process, since the kernel
+ * would hand a process-directed signal to any thread, often one asleep in nanosleep() or
+ * epoll_wait(), which would then fail with EINTR. The socket's
  * directory must be ours and closed to everyone else (0700), and every connection's credentials
  * (SO_PEERCRED) must be our effective uid or root.
  *

@@ -32,7 +32,9 @@ struct ftr_global ftr_g = {.fd = -1};
 struct ftr_hot ftr_hot;
 struct ftr_config ftr_cfg;
 struct ftr_process_info ftr_process FTR_HIDDEN;
-uint64_t ftr_start_raw_ns FTR_HIDDEN;
+/* the TSC calibration base (writer.c): the start of this process's first image; a fork child
+ * keeps its parent's */
+uint64_t ftr_start_raw_ns FTR_HIDDEN, ftr_start_cal_tsc FTR_HIDDEN;
 static struct ftr_end_info end_info;
 static atomic_int ended;
 int ftr_is_root;
@@ -128,20 +130,23 @@ static void read_cmdline(void)
     ftr_process.exe = exe;
 }
 
-static void start_clocks(void)
+static void start_clocks(int calibration_base)
 {
     struct timespec rt, raw;
     clock_gettime(CLOCK_REALTIME, &rt);
     clock_gettime(CLOCK_MONOTONIC_RAW, &raw);
     ftr_g.start_tsc = ftr_rdtsc();
     ftr_g.start_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
+    if (!calibration_base) return;
     ftr_start_raw_ns = (uint64_t)raw.tv_sec * 1000000000u + (uint64_t)raw.tv_nsec;
+    ftr_start_cal_tsc = ftr_g.start_tsc;
 }
 
 static void print_summary(void)
 {
     int failed = ftr_writer_failed();
     uint64_t lost = ftr_writer_end_lost();
+    if (!failed && !ftr_is_root && !ftr_writer_bytes()) return; /* a child that said nothing */
     if (failed)
         ftr_msg("writing %s failed (%s): %llu bytes of trace lost", ftr_cfg.output,
                 strerror(failed), (unsigned long long)ftr_writer_dropped());
@@ -263,9 +268,23 @@ static void fork_parent(void)
     ftr_settings_lock(0);
 }
 
+/* A fork child's modules, once it has news (writer.c, begin_image): every module loaded then;
+ * the descriptions of those a dlopen() brought since the fork are waiting in the writer's
+ * metadata already, and are dropped. (A library loaded and unloaded since the fork, before any
+ * news, is not named.) */
+static void describe_child(struct ftr_buf *out)
+{
+    ftr_modules_lock(1);
+    ftr_writer_drop_meta();
+    ftr_modules_describe(out);
+    ftr_modules_lock(0);
+}
+
 /* A fork child is a process of the session in its own right: new pid, its own writer thread
  * appending to the same file, its own PROCESS, MODULE and SITES chunks. Records the parent had
- * not written yet stay the parent's to write. */
+ * not written yet stay the parent's to write. Most children exec or _exit at once (a shell, a
+ * build tool): the child's writer begins its image only once the child records something of
+ * its own (writer.c, begin_image), and the fork handler does nothing more than this. */
 void ftr_child_after_fork(void)
 {
     ftr_settings_lock(-1);
@@ -276,12 +295,14 @@ void ftr_child_after_fork(void)
     ftr_g.pid = (uint32_t)getpid();
     ftr_process.pid = ftr_g.pid;
     ftr_process.ppid = (uint32_t)getppid();
-    start_clocks();
+    start_clocks(0); /* the parent's TSC calibration stands */
     ftr_process.start_realtime_ns = ftr_g.start_ns;
     ftr_process.start_tsc = ftr_g.start_tsc;
     ftr_is_root = 0;
     ftr_writer_reset(1);
     ftr_stw_forget_ignored();
+    ftr_reopen_frames();
+    ftr_writer_lazy_child(describe_child);
     char err[256];
     if (ftr_writer_start(err, sizeof err) < 0) {
         atomic_store(&ftr_hot.recording, 0);
@@ -289,11 +310,6 @@ void ftr_child_after_fork(void)
         return;
     }
     ftr_stw_ignore((int)ftr_writer_tid);
-    struct ftr_buf meta = {0};
-    ftr_modules_describe(&meta);
-    ftr_writer_add_meta(&meta);
-    ftr_buf_free(&meta);
-    ftr_reopen_frames();
 }
 
 static void on_exit_handler(int status, void *arg)
@@ -492,12 +508,29 @@ static int open_output(void)
     return fd;
 }
 
+/* Every program the session runs loads us, most of them uninstrumented (a shell, `true`, the
+ * tools a build runs): the sites are looked for first, and such a child of the session leaves
+ * with nothing more done than the wrappers need (no /proc reads, no cpuid, no file, no
+ * thread). */
 __attribute__((constructor)) static void ftr_init(void)
 {
     char err[512];
     read_config();
-    start_clocks();
+    start_clocks(1);
     ftr_g.pid = (uint32_t)getpid();
+    ftr_process.session_id = (uint64_t)env_long(FTR_ENV_SESSION, 0, 0, LONG_MAX);
+    ftr_is_root = ftr_process.session_id == 0;
+    if (ftr_is_root) {
+        ftr_process.session_id = (ftr_g.start_ns ^ ((uint64_t)ftr_g.pid << 32)) & LONG_MAX;
+        char id[32];
+        snprintf(id, sizeof id, "%llu", (unsigned long long)ftr_process.session_id);
+        setenv(ftr_env_name(FTR_ENV_SESSION), id, 1); /* children and exec'd images join */
+    }
+    ftr_env_snapshot();
+
+    size_t nsites = ftr_modules_scan();
+    if (nsites == 0 && !ftr_is_root)
+        return; /* an uninstrumented child of the session (a shell, a tool): stay silent */
     unsigned a, b, c, d;
     __cpuid(1, a, b, c, d);
     if (!(c & bit_OSXSAVE)) {
@@ -510,23 +543,10 @@ __attribute__((constructor)) static void ftr_init(void)
     ftr_process.ppid = (uint32_t)getppid();
     ftr_process.start_realtime_ns = ftr_g.start_ns;
     ftr_process.start_tsc = ftr_g.start_tsc;
-    ftr_process.session_id = (uint64_t)env_long(FTR_ENV_SESSION, 0, 0, LONG_MAX);
-    ftr_is_root = ftr_process.session_id == 0;
-    if (ftr_is_root) {
-        ftr_process.session_id = (ftr_g.start_ns ^ ((uint64_t)ftr_g.pid << 32)) & LONG_MAX;
-        char id[32];
-        snprintf(id, sizeof id, "%llu", (unsigned long long)ftr_process.session_id);
-        setenv(ftr_env_name(FTR_ENV_SESSION), id, 1); /* children and exec'd images join */
-    }
-    ftr_env_snapshot();
     if (ftr_settings_init(err, sizeof err) < 0) {
         ftr_msg("%s; running untraced", err);
         return;
     }
-
-    size_t nsites = ftr_modules_scan();
-    if (nsites == 0 && !ftr_is_root)
-        return; /* an uninstrumented child of the session (a shell, a tool): stay silent */
     ftr_g.fd = open_output();
     if (ftr_g.fd < 0) {
         ftr_msg("cannot write %s: %s; running untraced", ftr_cfg.output, strerror(errno));

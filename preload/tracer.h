@@ -223,11 +223,14 @@ void ftr_wake_writer(void) FTR_HIDDEN;
 /* writer.c */
 int ftr_writer_start(char *err, size_t errlen) FTR_HIDDEN;
 void ftr_writer_reset(int after_fork) FTR_HIDDEN;
+/* A fork child's image begins with its first news; describe() then gives its modules */
+void ftr_writer_lazy_child(void (*describe)(struct ftr_buf *out)) FTR_HIDDEN;
 void ftr_writer_stop(const struct ftr_end_info *end) FTR_HIDDEN; /* final flush, END chunk */
 void ftr_writer_stop_from_signal(const struct ftr_end_info *end) FTR_HIDDEN;
 int ftr_writer_failed(void) FTR_HIDDEN;
 uint64_t ftr_writer_dropped(void) FTR_HIDDEN;
 void ftr_writer_add_meta(const struct ftr_buf *chunks) FTR_HIDDEN; /* pre-encoded chunks */
+void ftr_writer_drop_meta(void) FTR_HIDDEN; /* forget those not written yet */
 extern uint32_t ftr_writer_tid FTR_HIDDEN;
 uint64_t ftr_writer_bytes(void) FTR_HIDDEN;
 uint64_t ftr_writer_events(void) FTR_HIDDEN;

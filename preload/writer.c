@@ -83,6 +83,13 @@ void ftr_wake_writer(void)
     syscall(SYS_futex, &w_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
+void ftr_writer_drop_meta(void)
+{
+    pthread_mutex_lock(&w_lock);
+    w_meta.len = 0;
+    pthread_mutex_unlock(&w_lock);
+}
+
 void ftr_writer_add_meta(const struct ftr_buf *chunks)
 {
     pthread_mutex_lock(&w_lock);
@@ -166,30 +173,90 @@ static void encode(uint32_t tid, const struct ftr_rec *r, size_t n)
 
 #define CALIBRATION_NS 2000000 /* 2 ms against CLOCK_MONOTONIC_RAW: about 1e-4 relative error */
 
-/* The PROCESS chunk comes first in every process's (and exec'd image's) stream, so that a
- * reader attributes the chunks after it to this image. The TSC frequency is measured against
- * CLOCK_MONOTONIC_RAW over the time since start, waiting (on this thread, not the program's)
- * until that is at least CALIBRATION_NS. */
-static void write_process_chunk(void)
+static uint64_t raw_ns(void)
 {
-    extern uint64_t ftr_start_raw_ns;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-    uint64_t elapsed = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec - ftr_start_raw_ns;
-    if (elapsed < CALIBRATION_NS && !atomic_load(&w_stop)) {
-        struct timespec d = {0, (long)(CALIBRATION_NS - elapsed)};
-        nanosleep(&d, NULL);
-    }
-    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-    uint64_t now_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-    uint64_t now_tsc = ftr_rdtsc();
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The PROCESS chunk comes first in every process's (and exec'd image's) stream, so that a
+ * reader attributes the chunks after it to this image. The TSC frequency is measured against
+ * CLOCK_MONOTONIC_RAW over the time since the calibration base (init.c: the start of the first
+ * image of this process; a fork child keeps its parent's), waiting on this thread, not the
+ * program's, until that is at least CALIBRATION_NS, or until the image ends (a shorter measure
+ * then). A fork child whose parent has measured takes the parent's figure: the same TSC. */
+static void write_process_chunk(void)
+{
+    extern uint64_t ftr_start_raw_ns, ftr_start_cal_tsc;
     extern struct ftr_process_info ftr_process;
-    double hz = (double)(now_tsc - ftr_g.start_tsc) * 1e9 / (double)(now_ns - ftr_start_raw_ns);
-    ftr_process.tsc_hz = (uint64_t)hz;
-    ftr_g.tsc_hz = (uint64_t)hz;
+    if (!ftr_g.tsc_hz) {
+        for (uint64_t elapsed; (elapsed = raw_ns() - ftr_start_raw_ns) < CALIBRATION_NS &&
+                               !atomic_load(&w_stop) && !atomic_load(&w_sigstop);) {
+            unsigned seq = atomic_load(&w_seq); /* ftr_writer_stop's wake-up ends the wait */
+            struct timespec d = {0, (long)(CALIBRATION_NS - elapsed)};
+            syscall(SYS_futex, &w_seq, FUTEX_WAIT_PRIVATE, seq, &d, NULL, 0);
+        }
+        uint64_t now_ns = raw_ns(), now_tsc = ftr_rdtsc();
+        if (now_ns > ftr_start_raw_ns)
+            ftr_g.tsc_hz = (uint64_t)((double)(now_tsc - ftr_start_cal_tsc) * 1e9 /
+                                      (double)(now_ns - ftr_start_raw_ns));
+    }
+    ftr_process.tsc_hz = ftr_g.tsc_hz;
     ftr_process.tsc_calibration = FTR_TSC_CAL_MEASURED;
     ftr_enc_process(enc, &ftr_process, &out);
     process_written = 1;
+}
+
+/* A fork child's image begins lazily: its PROCESS, MODULE and SITES chunks and its control
+ * server wait until it has recorded something of its own beyond the frames it re-entered at
+ * the fork (ftr_reopen_frames); a child that never does (it execs, or _exits, at once) writes
+ * nothing at all. Those frames filled its forking thread's chunk up to quiet_pos. */
+static int w_lazy;
+static void (*lazy_describe)(struct ftr_buf *out); /* MODULE and SITES chunks of every module */
+static uint32_t quiet_tid;
+static struct ftr_chunk *quiet_chunk;
+static struct ftr_rec *quiet_pos;
+
+void ftr_writer_lazy_child(void (*describe)(struct ftr_buf *out))
+{
+    struct ftr_tls *t = &ftr_tls;
+    w_lazy = 1;
+    lazy_describe = describe;
+    quiet_tid = t->thr ? t->thr->tid : 0;
+    quiet_chunk = t->thr ? t->thr->cur : NULL;
+    quiet_pos = t->pos;
+}
+
+static void look_for_news(struct ftr_thread *thr, void *arg)
+{
+    int *news = arg;
+    if (thr->ended || thr->tid != quiet_tid || thr->cur != quiet_chunk || thr->held ||
+        __atomic_load_n(&thr->tls->pos, __ATOMIC_ACQUIRE) != quiet_pos)
+        *news = 1;
+}
+
+/* Writes the PROCESS chunk, when this image has anything to say. @return whether it has. */
+static int begin_image(void)
+{
+    if (process_written) return 1;
+    int news = !w_lazy;
+    if (!news) ftr_for_each_thread(look_for_news, &news);
+    if (!news) return 0;
+    if (!enc && !(enc = ftr_enc_new(ftr_cfg.zstd_level))) {
+        write_failed = ENOMEM; /* nothing will be written: the summary says so */
+        return 0;
+    }
+    write_process_chunk();
+    if (w_lazy && lazy_describe) {
+        struct ftr_buf meta = {0};
+        lazy_describe(&meta);
+        ftr_buf_append(&out, meta.data, meta.len);
+        ftr_buf_free(&meta);
+    }
+    flush_out();
+    ftr_control_poll(); /* a fork child's server starts here */
+    return 1;
 }
 
 static void take_partial(struct ftr_thread *thr, void *arg)
@@ -297,9 +364,7 @@ static void *writer_main(void *arg)
     __atomic_store_n(&ftr_writer_tid, (uint32_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
     syscall(SYS_futex, &ftr_writer_tid, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
     remember_trace_file();
-    write_process_chunk();
-    flush_out();
-    ftr_control_poll(); /* a fork child's server starts here */
+    begin_image();
     uint64_t next_flush = mono_ms() + ftr_cfg.flush_ms;
     int leader_gone = 0, orphaned = 0;
     unsigned seq = atomic_load(&w_seq);
@@ -320,9 +385,10 @@ static void *writer_main(void *arg)
         uint64_t now = mono_ms();
         int partial = stop || now >= next_flush;
         if (partial) next_flush = now + ftr_cfg.flush_ms;
-        write_pending(partial);
+        int begun = begin_image();
+        if (begun) write_pending(partial);
         if (stop) break;
-        ftr_control_poll(); /* the control server is to be started (again) */
+        if (begun) ftr_control_poll(); /* the control server is to be started (again) */
         /* Every thread of the program has ended, and only ours keep the process alive (glibc
          * would have called exit(0) after the last one, but it counts ours too). */
         if (!atomic_load(&w_stop) && ftr_program_gone(&leader_gone)) {
@@ -332,17 +398,20 @@ static void *writer_main(void *arg)
         }
     }
     /* Final: the threads still running keep recording into their chunks until exit; take what
-     * they have filled once more, name them, then the END chunk. */
-    write_pending(1);
-    ftr_for_each_thread(thread_alive, NULL);
-    struct ftr_end_info end = *w_end;
-    end.events = events_total;
-    end.calls = calls_total;
-    end.lost = ftr_lost_events();
-    end.overruns = ftr_overrun_calls();
-    end_lost = end.lost;
-    ftr_enc_end(enc, ftr_g.pid, &end, &out);
-    flush_out();
+     * they have filled once more, name them, then the END chunk. An image with nothing to say
+     * says nothing. */
+    if (begin_image()) {
+        write_pending(1);
+        ftr_for_each_thread(thread_alive, NULL);
+        struct ftr_end_info end = *w_end;
+        end.events = events_total;
+        end.calls = calls_total;
+        end.lost = ftr_lost_events();
+        end.overruns = ftr_overrun_calls();
+        end_lost = end.lost;
+        ftr_enc_end(enc, ftr_g.pid, &end, &out);
+        flush_out();
+    }
     atomic_store(&w_done, 1);
     syscall(SYS_futex, &w_done, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
     if (orphaned) ftr_orphan_exit(); /* exit(0) from here, as glibc's last thread would */
@@ -358,6 +427,7 @@ void ftr_writer_reset(int after_fork)
         enc = NULL; /* the parent's writer may have been inside it: start afresh (leaked) */
     }
     w_running = 0;
+    w_lazy = 0;
     atomic_store(&w_stop, 0);
     atomic_store(&w_sigstop, 0);
     atomic_store(&w_done, 0);
@@ -372,10 +442,10 @@ void ftr_writer_reset(int after_fork)
 
 int ftr_writer_start(char *err, size_t errlen)
 {
-    if (!enc) enc = ftr_enc_new(ftr_cfg.zstd_level);
+    if (!enc && !w_lazy) enc = ftr_enc_new(ftr_cfg.zstd_level); /* lazy: begin_image makes it */
     scratch_n = ftr_cfg.chunk_bytes / sizeof(struct ftr_rec);
     if (!scratch) scratch = malloc(scratch_n * sizeof *scratch);
-    if (!enc || !scratch) {
+    if ((!enc && !w_lazy) || !scratch) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }

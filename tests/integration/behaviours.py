@@ -332,6 +332,44 @@ def check_exec(r):
     assert not r.sections[1].open, "new image: open at the end: %s" % r.sections[1].open
 
 
+def check_many(r):
+    """A shell-like parent of 200 children: exactly one section per process that recorded (the
+    parent, the 50 exec'd instrumented images, the 50 fork children that recorded), none for
+    /bin/true, for the fork children that recorded nothing or for the one that slept 300 ms
+    doing nothing; every tree exact."""
+    kinds = collections.defaultdict(list)
+    with open(os.path.join(r.cwd, "bp_many.txt")) as f:
+        for line in f:
+            kind, pid = line.split()
+            kinds[kind].append(int(pid))
+    assert [len(kinds[k]) for k in ("parent", "true", "image", "fork", "quiet")] == \
+        [1, 50, 50, 50, 51], "bp_many.txt: %s" % {k: len(v) for k, v in kinds.items()}
+    by_pid = collections.defaultdict(list)
+    for s in r.sections:
+        by_pid[s.pid].append(s)
+    want = set(kinds["parent"] + kinds["image"] + kinds["fork"])
+    assert set(by_pid) == want and len(r.sections) == len(want), \
+        "sections for %d pids (%d sections), want %d; unexpected: %s, missing: %s" % (
+            len(by_pid), len(r.sections), len(want),
+            [(p, [k for k in kinds if p in kinds[k]]) for p in sorted(set(by_pid) - want)][:5],
+            [(p, [k for k in kinds if p in kinds[k]]) for p in sorted(want - set(by_pid))][:5])
+    parent = by_pid[kinds["parent"][0]][0]
+    assert_trees(list(parent.folded.values()), [{
+        "main": 1, "main;quiet_child": 1, "main;spawn_many": 1, "main;spawn_many;spawn_one": 200}],
+        list(parent.open.values()), [], "parent")
+    for pid in kinds["image"]:
+        s = by_pid[pid][0]
+        assert_trees(list(s.folded.values()), [{"main": 1, "main;image_work": 1}],
+                     list(s.open.values()), [], "exec'd image %d" % pid)
+    path = "main;spawn_many;spawn_one"
+    for pid in kinds["fork"]:
+        s = by_pid[pid][0]
+        assert_trees(list(s.folded.values()), [{"main": 1, "main;spawn_many": 1, path: 1,
+                                                path + ";fork_work": 1}],
+                     list(s.open.values()), [["main", "spawn_many", "spawn_one"]],
+                     "fork child %d" % pid)
+
+
 def nm_has(symbol):
     def verify(exe, opt):
         out = subprocess.run(["nm", "-D", exe], capture_output=True, text=True).stdout
@@ -487,6 +525,7 @@ CASES = {
     "proc-system": Case("bproc.c", ["system"], check_parent_only),
     "proc-exec": Case("bproc.c", ["exec"], check_exec),
     "proc-daemon": Case("bproc.c", ["daemon"], check_daemon),
+    "proc-many": Case("bproc.c", ["many"], check_many),
     # 5. libraries
     "lib-needed": Case("blibs.c", ["needed"], exact([{
         "main": 1, "main;lib_outer": 2, "main;lib_outer;lib_inner": 4,

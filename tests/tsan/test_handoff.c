@@ -37,7 +37,7 @@ struct ftr_global ftr_g = {.fd = -1};
 struct ftr_hot ftr_hot;
 struct ftr_config ftr_cfg;
 struct ftr_process_info ftr_process;
-uint64_t ftr_start_raw_ns;
+uint64_t ftr_start_raw_ns, ftr_start_cal_tsc;
 uint8_t *ftr_site_flags;
 uint32_t ftr_xsave_size;
 void ftr_slow_area_free(void) {}
@@ -403,6 +403,7 @@ int main(int argc, char **argv)
     ftr_g.start_tsc = ftr_rdtsc();
     ftr_g.start_ns = now_ns(CLOCK_REALTIME);
     ftr_start_raw_ns = now_ns(CLOCK_MONOTONIC_RAW);
+    ftr_start_cal_tsc = ftr_g.start_tsc;
     ftr_process.pid = ftr_g.pid;
     ftr_process.session_id = 1;
     ftr_process.start_realtime_ns = ftr_g.start_ns;

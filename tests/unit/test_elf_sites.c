@@ -533,6 +533,42 @@ Test(elf_sites, uninstrumented_modules_have_no_sites)
     ftr_module_free(&m);
 }
 
+/* A module with its own hidden __fentry__ and no list of sites: its calls go straight to it
+ * (the linker relaxes the GOT call to addr32 call), no relocation names the hook. The scan's
+ * cheap answer for modules that cannot have sites must not take it for one of those. */
+Test(elf_sites, own_hidden_hook_called_directly)
+{
+    if (!have_compiler("gcc")) cr_skip_test("gcc not installed");
+    make_tmpdir();
+    char src[128], so[128], cmd[512];
+    snprintf(src, sizeof src, "%s/own.c", tmpdir);
+    snprintf(so, sizeof so, "%s/own.so", tmpdir);
+    FILE *f = fopen(src, "w");
+    cr_assert_not_null(f);
+    fputs("__asm__(\".text\\n.globl __fentry__\\n.hidden __fentry__\\n"
+          ".type __fentry__, @function\\n__fentry__: ret\\n\");\n"
+          "__attribute__((noinline)) int own_a(int x) { return x + 1; }\n"
+          "__attribute__((noinline)) int own_b(int x) { return own_a(x) * 2; }\n",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "gcc -O2 -pg -mfentry -fPIC -shared -o '%s' '%s'", so, src);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    cr_assert_not_null(h, "dlopen: %s", dlerror());
+    struct loaded l = {.path = so};
+    dl_iterate_phdr(find_module, &l);
+    cr_assert(l.found);
+    struct ftr_module m;
+    char err[256];
+    cr_assert_eq(ftr_module_scan(so, l.base, l.phdr, l.phnum, &m, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(m.nsites, 2, "%zu sites", m.nsites);
+    cr_assert_str_eq(m.sites[0].name, "own_a");
+    cr_assert_str_eq(m.sites[1].name, "own_b");
+    cr_assert_eq(m.sites[0].shape, FTR_SHAPE_FENTRY_REL);
+    ftr_module_free(&m);
+    dlclose(h);
+}
+
 Test(elf_sites, errors)
 {
     struct ftr_module m;

@@ -13,6 +13,16 @@
  *           main;before_exec;child_image_work} (main and before_exec may stay open), new image
  *           {main, main;exec_child_work 3}, each in its own section of the report.
  *   child   (the spawned images) main -> child_image_work; prints a line.
+ *   many    a shell-like loop: main -> spawn_many -> spawn_one x 200, each one child, waited for:
+ *           i % 4 == 0  fork + exec /bin/true (uninstrumented: no section)
+ *           i % 4 == 1  fork + exec of this program "image": {main, main;image_work}
+ *           i % 4 == 2  fork only, records: below the inherited main;spawn_many;spawn_one,
+ *                       fork_work, then _exit (even i / 4) or exit (odd): those three stay open
+ *           i % 4 == 3  fork only, _exit at once: records nothing, no section
+ *           and first main -> quiet_child: a fork child that records nothing for 300 ms (many
+ *           writer periods), then _exits; waited for at the end. Parent tree {main,
+ *           main;quiet_child, main;spawn_many, main;spawn_many;spawn_one 200}. The pids go to
+ *           bp_many.txt ("KIND PID" lines: parent, true, image, fork, quiet).
  *   daemon  main -> parent_work 2, then daemon(1, 1) (noclose: the daemon keeps our stdout,
  *           so the test waits for it); the daemon runs child_work x 3, prints and returns.
  *           Trees: the parent {main, main;parent_work 2} (main left open: the parent ends in
@@ -24,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "behave.h"
 
@@ -73,6 +84,48 @@ NOINLINE pid_t spawner(const char *how)
 NOINLINE void after(void) { sink++; }
 
 NOINLINE void child_image_work(void) { sink++; }
+NOINLINE void image_work(void) { sink++; }
+NOINLINE void fork_work(void) { sink++; }
+
+static FILE *many_log;
+NOINLINE pid_t quiet_child(void)
+{
+    fflush(stdout);
+    pid_t p = fork();
+    if (p == 0) {
+        struct timespec d = {0, 300 * 1000 * 1000};
+        nanosleep(&d, NULL);
+        _exit(0);
+    }
+    return p;
+}
+NOINLINE void spawn_one(int i)
+{
+    static const char *const kinds[] = {"true", "image", "fork", "quiet"};
+    fflush(stdout);
+    fflush(many_log);
+    pid_t p = fork();
+    if (p == 0) {
+        if (i % 4 == 0) {
+            execl("/bin/true", "true", (char *)NULL);
+        } else if (i % 4 == 1) {
+            execl("/proc/self/exe", "bproc", "image", (char *)NULL);
+        } else if (i % 4 == 2) {
+            fork_work();
+            if ((i / 4) % 2) exit(0);
+        }
+        _exit(i % 4 < 2 ? 127 : 0);
+    }
+    int st = -1;
+    if (p > 0) waitpid(p, &st, 0);
+    if (p < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) printf("many: child %d failed\n", i);
+    fprintf(many_log, "%s %d\n", kinds[i % 4], (int)p);
+}
+NOINLINE void spawn_many(void)
+{
+    for (int i = 0; i < 200; i++)
+        spawn_one(i);
+}
 NOINLINE int exec_child_work(int i) { sink += i; return i; }
 NOINLINE void before_exec(void)
 {
@@ -130,6 +183,23 @@ int main(int argc, char **argv)
             s += exec_child_work(i);
         printf("exec-child: sum %d\n", s);
         return 83;
+    }
+    if (!strcmp(mode, "many")) {
+        many_log = fopen("bp_many.txt", "w");
+        if (!many_log) return 3;
+        fprintf(many_log, "parent %d\n", (int)getpid());
+        pid_t q = quiet_child();
+        spawn_many();
+        int st = -1;
+        waitpid(q, &st, 0);
+        fprintf(many_log, "quiet %d\n", (int)q);
+        fclose(many_log);
+        printf("many: done, quiet child exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        return 85;
+    }
+    if (!strcmp(mode, "image")) {
+        image_work();
+        return 0;
     }
     if (!strcmp(mode, "child")) {
         child_image_work();
