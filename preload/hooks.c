@@ -250,17 +250,24 @@ static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_
         }
         lost_return();
     }
-    /* m[-1] matches. Above it: close this stack's dead frames, keep other stacks' entries. */
-    struct ftr_shadow *keep = m;
+    /* m[-1] matches. Above it, innermost first: close this stack's dead frames; keep other
+     * stacks' entries (a coroutine suspended inside this call, which its stack may resume),
+     * but end them in the recorded stream, where they nest inside the returning call. */
     uint32_t cls = ftr_stack_class(t, slot);
-    for (struct ftr_shadow *e = m; e < top; e++) {
+    for (struct ftr_shadow *e = top - 1; e >= m; e--) {
         if (e->slot < slot && same_stack(t, e->slot, cls)) {
             bury(t, e);
             retire(t, e, FTR_EV_UNWIND, tsc);
-        } else {
-            *keep++ = *e;
+            e->flags |= FTR_SH_GONE;
+        } else if (e->flags & FTR_SH_RECORDED) {
+            t->rec_depth--;
+            record(t, ftr_rec_head(e->site, FTR_EV_UNWIND), tsc);
+            e->flags &= ~FTR_SH_RECORDED; /* its return, if it comes, is not recorded */
         }
     }
+    struct ftr_shadow *keep = m;
+    for (struct ftr_shadow *e = m; e < top; e++)
+        if (!(e->flags & FTR_SH_GONE)) *keep++ = *e;
     size_t kept = (size_t)(keep - m);
     /* The returning frame and those it tail-called. */
     struct ftr_shadow *lo = m - 1;

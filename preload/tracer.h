@@ -37,10 +37,11 @@ struct ftr_shadow {
     uint32_t flags; /* FTR_SH_* */
     uint64_t tsc;   /* entry time (for the threshold) */
 };
-#define FTR_SH_RECORDED 1u /* its entry was recorded: its exit will be too */
-#define FTR_SH_TRIGGER 2u  /* a --graph-function root */
-#define FTR_SH_NOTRACE 4u  /* a --notrace function: its subtree is hidden */
-#define FTR_SH_UNHOOKED 8u /* unwind.c: slot given back its real address during a walk */
+#define FTR_SH_RECORDED 1u      /* its entry was recorded: its exit will be too */
+#define FTR_SH_TRIGGER 2u       /* a --graph-function root */
+#define FTR_SH_NOTRACE 4u       /* a --notrace function: its subtree is hidden */
+#define FTR_SH_GONE 0x80000000u /* hooks.c, exit_slow: closed, to be dropped */
+#define FTR_SH_UNHOOKED 8u      /* unwind.c: slot given back its real address during a walk */
 
 /* per-site flags (ftr_site_flags[site]) */
 #define FTR_SF_TRIGGER 1u

@@ -515,6 +515,8 @@ CASES = {
     "cancel-cxx-async": Case("bcancel.cpp", ["async"], exact([{"main": 1}, CANCEL_TREE]),
                              variant="cxx"),
     "swapcontext": Case("bcoro.c", [], check_coro),
+    "swapcontext-nest": Case("bcoro.c", ["nest"], exact(
+        [{"main": 1, "main;foo": 1, "main;foo;bar": 1, "main;baz": 1}])),
     "tailcall": Case("btail.c", [], exact([{
         "main": 1, "main;first": 5, "main;first;other": 5, "main;chain": 3,
         "main;chain;first": 3, "main;chain;first;other": 3}]), verify=tail_calls),
