@@ -292,9 +292,11 @@ void ftr_child_after_fork(void)
     ftr_fd_lock_reset();
     ftr_threads_child_fork();
     if (!ftr_g.ready || atomic_load(&ended)) return;
+    /* the parent is the process that forked: its pid now, not getppid() later (by then the
+     * parent may have exited, and the child been given to init) */
+    ftr_process.ppid = ftr_g.pid;
     ftr_g.pid = (uint32_t)getpid();
     ftr_process.pid = ftr_g.pid;
-    ftr_process.ppid = (uint32_t)getppid();
     start_clocks(0); /* the parent's TSC calibration stands */
     ftr_process.start_realtime_ns = ftr_g.start_ns;
     ftr_process.start_tsc = ftr_g.start_tsc;

@@ -41,8 +41,18 @@ class Case:
 
 
 class Result:
-    def __init__(self, base, traced, sections, cwd):
+    def __init__(self, base, traced, sections, cwd, info=None):
         self.base, self.traced, self.sections, self.cwd = base, traced, sections, cwd
+        self._info = info
+
+    def parents(self):
+        """pid -> (parent pid, the parent is in this trace), from ftrace-report --info."""
+        text = self._info()
+        got = {}
+        for m in re.finditer(r"^process (\d+):.*\n(?:  .*\n)*?  parent +(\d+)( \(in this trace\))?",
+                             text, re.M):
+            got[int(m.group(1))] = (int(m.group(2)), bool(m.group(3)))
+        return got
 
     def trees(self):
         """Every thread's folded tree, all processes together."""
@@ -314,6 +324,11 @@ def check_daemon(r):
         sum(n for k, n in t.items() if k.endswith("child_work")) == 3 for t in s.folded.values())]
     assert len(daemons) == 1, "no daemon section with child_work x 3: %s" % (
         [[show(t) for t in s.folded.values()] for s in r.sections])
+    # the daemon's parent is the process that forked it (it had exited by the time the daemon
+    # could ask getppid(): init's pid then)
+    parent = r.parents().get(daemons[0].pid)
+    assert parent == (parents[0].pid, True), "daemon %d: parent %s, want %d in this trace" % (
+        daemons[0].pid, parent, parents[0].pid)
 
 
 def check_exec(r):
@@ -614,7 +629,11 @@ def run_case(flagset, opt, name, case, work, run_bin, report_bin):
                 rep.returncode, rep.stderr.strip())
             sections = parse_sections(rep.stdout)
             assert sections, "no process section in the report: %r" % rep.stdout[:300]
-        case.check(Result(base, traced, sections, cwd))
+        def info():
+            rep = run([report_bin, "--info", trace], cwd)
+            assert rep.returncode == 0, "ftrace-report --info failed: %s" % rep.stderr.strip()
+            return rep.stdout
+        case.check(Result(base, traced, sections, cwd, info))
         if case.report:
             ch = run([report_bin, "--chrome", trace], cwd)
             assert ch.returncode == 0, "ftrace-report --chrome failed: %s" % ch.stderr
