@@ -62,6 +62,9 @@ struct scan {
     struct ftr_site *sites;
     size_t nsites, capsites;
     size_t skipped;
+    char *skip_names; /* the first FTR_SKIPPED_NAMES refused functions (ftr_module's) */
+    size_t skip_len;
+    unsigned nskip_names;
     char *err;
     size_t errlen;
 };
@@ -465,8 +468,37 @@ static int func_of(const struct scan *s, uint64_t addr, uint64_t *func, const ch
     return 1;
 }
 
+/* A refused candidate: counted, and the first few named (func: its function, or the site
+ * itself when none is known; name NULL: "0x<offset>"). */
+static void refuse(struct scan *s, uint64_t func, const char *name)
+{
+    s->skipped++;
+    if (s->nskip_names >= FTR_SKIPPED_NAMES) return;
+    char hex[32];
+    if (!name) {
+        snprintf(hex, sizeof hex, "0x%" PRIx64, func - s->base);
+        name = hex;
+    }
+    size_t l = strlen(name) + 1;
+    char *n = realloc(s->skip_names, s->skip_len + l);
+    if (!n) return; /* only the name is lost */
+    memcpy(n + s->skip_len, name, l);
+    s->skip_names = n;
+    s->skip_len += l;
+    s->nskip_names++;
+}
+
+/* refuse() for a site address: named after the function that holds it, if any. */
+static void refuse_at(struct scan *s, uint64_t addr)
+{
+    uint64_t func = addr;
+    const char *name = NULL;
+    if (!func_of(s, addr, &func, &name)) func = addr;
+    refuse(s, func, name);
+}
+
 static int add_site(struct scan *s, uint64_t addr, uint64_t func, const char *name, unsigned shape,
-                    uint8_t len, int mcount, const uint8_t *bytes)
+                    uint8_t len, int mcount, int chain, const uint8_t *bytes)
 {
     if (s->nsites == s->capsites) {
         size_t cap = s->capsites ? 2 * s->capsites : 64;
@@ -483,6 +515,7 @@ static int add_site(struct scan *s, uint64_t addr, uint64_t func, const char *na
     st->len = len;
     st->shape = (uint8_t)shape;
     st->mcount = (uint8_t)mcount;
+    st->chain = (uint8_t)chain;
     memcpy(st->orig, bytes, len);
     return 0;
 }
@@ -525,7 +558,7 @@ static int list_site(struct scan *s, uint64_t addr)
     uint8_t len = 0;
     unsigned shape = c ? ftr_x86_classify(c, avail, addr, &s->t, &len) : FTR_SHAPE_NONE;
     if (shape == FTR_SHAPE_NONE) {
-        s->skipped++;
+        refuse_at(s, addr);
         return 0;
     }
     int is_fentry = shape == FTR_SHAPE_FENTRY_GOT || shape == FTR_SHAPE_FENTRY_REL;
@@ -537,24 +570,27 @@ static int list_site(struct scan *s, uint64_t addr)
         size_t a;
         const uint8_t *b = live(s, addr - 4, 4, &a, PF_X);
         if (!is_fentry) {
-            s->skipped++;
+            refuse(s, addr, NULL);
             return 0;
         }
-        return add_site(s, addr, b && is_endbr64(b, a) ? addr - 4 : addr, NULL, shape, len, 0, c);
+        return add_site(s, addr, b && is_endbr64(b, a) ? addr - 4 : addr, NULL, shape, len, 0, 0,
+                        c);
     }
     size_t favail;
     const uint8_t *f = live(s, func, PROLOGUE_SPAN, &favail, PF_X);
     uint64_t entry = func + (f && is_endbr64(f, favail) ? 4 : 0);
-    int mcount;
+    int mcount = 0, chain = 0;
     if (addr == entry)
         mcount = 0; /* even an mcount call there: the return address is at the top */
+    else if (f && addr > func && ftr_x86_chain_site(f, favail, addr - func, len))
+        chain = 1; /* a nested function's: the return address is one word above the top */
     else if (!is_fentry && f && addr > func && ftr_x86_prologue_reaches(f, favail, addr - func))
         mcount = 1;
     else {
-        s->skipped++; /* e.g. after a DRAP realignment, or listed before the function */
+        refuse(s, func, name); /* e.g. after a DRAP realignment, or listed before the function */
         return 0;
     }
-    return add_site(s, addr, func, name, shape, len, mcount, c);
+    return add_site(s, addr, func, name, shape, len, mcount, chain, c);
 }
 
 static int scan_lists(struct scan *s, int *found_mcount_loc, int *found_pfe)
@@ -625,16 +661,18 @@ static int scan_functions(struct scan *s)
                 uint8_t l;
                 unsigned sh = ftr_x86_classify(c + k, avail - k, f[i] + k, &s->t, &l);
                 if (sh >= FTR_SHAPE_FENTRY_GOT && sh <= FTR_SHAPE_MCOUNT_REL) {
-                    s->skipped++;
+                    if (!func_of(s, f[i], &fn, &name) || fn != f[i]) name = NULL;
+                    refuse(s, f[i], name);
                     break;
                 }
             }
             continue;
         }
         uint64_t addr = f[i] + (uint64_t)off;
-        int mcount = off > (is_endbr64(c, avail) ? 4 : 0);
+        int chain = ftr_x86_chain_site(c, avail, (size_t)off, len);
+        int mcount = !chain && off > (is_endbr64(c, avail) ? 4 : 0);
         if (!func_of(s, addr, &fn, &name) || fn != f[i]) name = NULL;
-        rc = add_site(s, addr, f[i], name, shape, len, mcount, c + off);
+        rc = add_site(s, addr, f[i], name, shape, len, mcount, chain, c + off);
     }
     free(f);
     return rc;
@@ -848,6 +886,9 @@ int ftr_module_scan(const char *path, uint64_t base, const void *phdr, unsigned 
         goto out;
     if (finish(&s, m)) goto out;
     m->skipped = s.skipped;
+    m->skipped_names = s.skip_names;
+    m->nskipped_names = s.nskip_names;
+    s.skip_names = NULL;
     rc = 0;
 out:
     if (s.elf) elf_end(s.elf);
@@ -856,6 +897,7 @@ out:
     free(s.syms);
     free(s.starts);
     free(s.sites);
+    free(s.skip_names);
     if (rc) ftr_module_free(m);
     return rc;
 }
@@ -866,5 +908,6 @@ void ftr_module_free(struct ftr_module *m)
     free(m->path);
     free(m->sites);
     free(m->names);
+    free(m->skipped_names);
     memset(m, 0, sizeof *m);
 }

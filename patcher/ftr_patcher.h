@@ -86,6 +86,10 @@ struct ftr_site {
                          %rsp,%rbp and more); 0 at the function start (after any endbr64) */
     uint8_t patched;  /* enum ftr_site_state (maintained by the caller) */
     uint8_t orig[FTR_SITE_LEN_MAX];
+    uint8_t chain; /* 1 when the site is wrapped in push %r10 / pop %r10 at the function's
+                      start (gcc's nested functions keep their static chain so): the
+                      function's return address is at 8(%rsp) when the site's call runs, one
+                      word above where a plain entry site has it (mcount is then 0) */
 };
 
 /* ---- x86_64_insn.c: decide and generate (pure) ---- */
@@ -116,7 +120,8 @@ unsigned ftr_x86_classify(const uint8_t *code, size_t avail, uint64_t addr,
 
 /*! ftr_x86_find_site() : in a function starting at code[0] (runtime address func), skips an
  *  optional endbr64 and a known frame-pointer prologue and returns the offset of an mcount call
- *  (or of a __fentry__ call at the very start), or -1. *shape and *len describe it.
+ *  (or of a __fentry__ call at the very start, or right after the push %r10 of gcc's nested
+ *  functions: ftr_x86_chain_site()), or -1. *shape and *len describe it.
  *  Our CALL state is found at both places. Nops are not sites here (only the compiler's lists
  *  can say a nop is one). With a NULL t, a call at the start is FENTRY_*, after the prologue
  *  MCOUNT_*. The prologue is walked instruction by instruction (calls, jumps other than
@@ -130,6 +135,12 @@ int ftr_x86_find_site(const uint8_t *code, size_t avail, uint64_t func,
  *  push %rbp; mov %rsp,%rbp. Checks a site listed by the compiler (a nop after -mnop-mcount
  *  without -mfentry, an mcount call) before it is treated as an mcount-position site. */
 int ftr_x86_prologue_reaches(const uint8_t *code, size_t avail, size_t off);
+
+/*! ftr_x86_chain_site() : @return 1 when the site of len bytes at offset off of the function
+ *  starting at code[0] is gcc's nested-function entry: [endbr64] push %r10 (41 52), the site,
+ *  pop %r10 (41 5a) right after it. (gcc keeps the static chain around a call to __fentry__
+ *  that way; after the prologue, around an mcount call, the push needs nothing of us.) */
+int ftr_x86_chain_site(const uint8_t *code, size_t avail, size_t off, unsigned len);
 
 /* ---- x86_64_gen.c: generate (pure) ---- */
 
@@ -193,6 +204,7 @@ static inline uint64_t ftr_site_fixup_ip(const struct ftr_site *s, uint64_t ip)
 }
 
 /* ---- elf_sites.c: the sites of one loaded module ---- */
+#define FTR_SKIPPED_NAMES 4
 struct ftr_module {
     char *path;
     uint64_t base;   /* load bias */
@@ -205,6 +217,10 @@ struct ftr_module {
      * whose position could not be verified; in "symbols" mode, functions that reach a hook
      * call early but whose prologue could not be walked (e.g. DRAP realignment) */
     size_t skipped;
+    /* the names of the first FTR_SKIPPED_NAMES of them ("0x<offset>" when nameless), one after
+     * the other, each NUL-terminated; nskipped_names of them */
+    char *skipped_names;
+    unsigned nskipped_names;
     char *names; /* storage for site names */
     /* "__mcount_loc", "__patchable_function_entries" or "symbols" (when both lists are present:
      * "__mcount_loc", and the sites of both are kept) */

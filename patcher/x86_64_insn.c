@@ -36,6 +36,15 @@
  *   clang -fpatchable-function-entry=5    0f 1f 44 00 08 (a 5-byte nop with disp8 = 8)
  *   -fcf-protection (both compilers): f3 0f 1e fa (endbr64) comes first, the site after it;
  *       __patchable_function_entries points after the endbr64 with gcc 12 and clang 14.
+ *   GNU C nested functions (gcc only: clang has none), whose static chain arrives in r10:
+ *     -pg -mfentry [-mnop-mcount -mrecord-mcount]
+ *                                 41 52 (push %r10), the site (any of the fentry shapes above,
+ *                                 or its nop), 41 5a (pop %r10), at the function start, -O0
+ *                                 and -O2 alike; only the nested function itself, not the one
+ *                                 that contains it. __mcount_loc lists the site, not the push.
+ *     -pg                         push %r10 / mcount call / pop %r10 after the prologue: an
+ *                                 ordinary mcount site (the push is walked like any other).
+ *     -fpatchable-function-entry  the nops come first, r10 is not touched.
  *
  * The 5-byte nop is recognised with any disp8 (0f 1f 44 00 xx) because every such encoding is
  * one instruction.
@@ -330,19 +339,35 @@ int ftr_x86_prologue_reaches(const uint8_t *code, size_t avail, size_t off)
     return walk_prologue(code, avail, 0, NULL, (long)off, NULL, NULL) == (long)off;
 }
 
+static int is_push_r10(const uint8_t *c, size_t avail)
+{
+    return avail >= 2 && c[0] == 0x41 && c[1] == 0x52;
+}
+
+int ftr_x86_chain_site(const uint8_t *code, size_t avail, size_t off, unsigned len)
+{
+    size_t entry = is_endbr64(code, avail) ? 4 : 0;
+    if (off != entry + 2 || len > FTR_SITE_LEN_MAX || off + len + 2 > avail) return 0;
+    return is_push_r10(code + entry, avail - entry) && code[off + len] == 0x41 &&
+           code[off + len + 1] == 0x5a;
+}
+
 int ftr_x86_find_site(const uint8_t *code, size_t avail, uint64_t func,
                       const struct ftr_hook_targets *t, unsigned *shape, uint8_t *len)
 {
     size_t off = is_endbr64(code, avail) ? 4 : 0;
     uint8_t n = 0;
-    unsigned s = ftr_x86_classify(code + off, avail - off, func + off, t, &n);
+    /* a nested function's push %r10 before the site: it must be popped right after it */
+    size_t first = is_push_r10(code + off, avail - off) ? off + 2 : off;
+    unsigned s = ftr_x86_classify(code + first, avail - first, func + first, t, &n);
+    if (first != off && !ftr_x86_chain_site(code, avail, first, n)) s = FTR_SHAPE_NONE;
 
     /* at the very start only a __fentry__ call (or ours) is a site: a nop there is not
      * evidence of one without the compiler's list, and mcount needs the frame first */
     if (s == FTR_SHAPE_FENTRY_GOT || s == FTR_SHAPE_FENTRY_REL || s == FTR_SHAPE_CALL_OURS) {
         *shape = s;
         *len = n;
-        return (int)off;
+        return (int)first;
     }
     unsigned ws = FTR_SHAPE_NONE;
     long at = walk_prologue(code, avail, func, t, -1, &ws, &n);

@@ -147,13 +147,20 @@ static void print_summary(void)
     int failed = ftr_writer_failed();
     uint64_t lost = ftr_writer_end_lost();
     if (!failed && !ftr_is_root && !ftr_writer_bytes()) return; /* a child that said nothing */
+    char skipped[384] = "", names[300]; /* "; N functions could not be traced: a, b, see --info" */
+    if (ftr_g.skipped) {
+        ftr_modules_skipped_names(names, sizeof names);
+        unsigned long long n = (unsigned long long)ftr_g.skipped;
+        snprintf(skipped, sizeof skipped, "; %llu function%s could not be traced: %s%ssee --info",
+                 n, n == 1 ? "" : "s", names, names[0] ? ", " : "");
+    }
     if (failed)
-        ftr_msg("writing %s failed (%s): %llu bytes of trace lost", ftr_cfg.output,
-                strerror(failed), (unsigned long long)ftr_writer_dropped());
+        ftr_msg("writing %s failed (%s): %llu bytes of trace lost%s", ftr_cfg.output,
+                strerror(failed), (unsigned long long)ftr_writer_dropped(), skipped);
     else if (!ftr_cfg.quiet)
-        ftr_msg("%llu calls traced into %s (%.1f KiB)%s", (unsigned long long)ftr_writer_calls(),
+        ftr_msg("%llu calls traced into %s (%.1f KiB)%s%s", (unsigned long long)ftr_writer_calls(),
                 ftr_cfg.output, (double)ftr_writer_bytes() / 1024.0,
-                lost ? ", some events lost" : "");
+                lost ? ", some events lost" : "", skipped);
 }
 
 static void fill_end(uint32_t how, int code)

@@ -33,10 +33,12 @@
 #include "tracer.h"
 
 #define REACH ((int64_t)1 << 31)
+/* the stub area's jump slots: ftr_tramp_fentry, ftr_tramp_mcount, ftr_tramp_fentry_chain */
+#define STUB_HEAD 32
 
 struct mod {
     struct ftr_module m;
-    uint8_t *stubs; /* stub area: 2 jump slots, then FTR_STUB_SIZE bytes per site */
+    uint8_t *stubs; /* stub area: STUB_HEAD bytes of jump slots, then FTR_STUB_SIZE per site */
     size_t stubs_len;
     uint8_t *mirror; /* sled mirror (ftr_x86_sled_target()): jmp to the stub of each 5 x 90 site */
     size_t mirror_len;
@@ -60,6 +62,39 @@ static struct {
     struct ftr_poke_stats live;
     size_t pokes;
 } last;
+
+/* The first functions that could not be traced (ftr_g.skipped counts them all), for the
+ * summary line: written under mods_lock, only ever appended to. */
+static char skipped_list[256];
+static unsigned skipped_listed;
+static int skipped_more; /* and others, unnamed or past the first few */
+
+static void note_skipped(const char *name)
+{
+    if (!name || skipped_listed >= FTR_SKIPPED_NAMES) {
+        skipped_more = 1;
+        return;
+    }
+    size_t l = strlen(skipped_list);
+    snprintf(skipped_list + l, sizeof skipped_list - l, "%s%s", l ? ", " : "", name);
+    skipped_listed++;
+}
+
+static void note_skipped_in(const struct ftr_module *m)
+{
+    const char *p = m->skipped_names;
+    for (unsigned i = 0; p && i < m->nskipped_names; i++, p += strlen(p) + 1)
+        note_skipped(p);
+    if (m->skipped > m->nskipped_names) skipped_more = 1;
+}
+
+void ftr_modules_skipped_names(char *out, size_t len)
+{
+    snprintf(out, len, "%s%s", skipped_list,
+             !skipped_more     ? ""
+             : skipped_list[0] ? ", ..."
+                               : "...");
+}
 
 static struct mod *find_loaded(uint64_t base, const char *path)
 {
@@ -113,6 +148,7 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
         md->m.nsites == 0) {
         /* remembered as a site-less placeholder, so that it is not scanned again */
         ftr_g.skipped += md->m.skipped;
+        note_skipped_in(&md->m);
         ftr_module_free(&md->m);
         memset(&md->m, 0, sizeof md->m);
         md->m.path = strdup(path);
@@ -131,7 +167,7 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
 static int map_stubs(struct mod *md)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t len = (16 + md->m.nsites * FTR_STUB_SIZE + page - 1) & ~(page - 1);
+    size_t len = (STUB_HEAD + md->m.nsites * FTR_STUB_SIZE + page - 1) & ~(page - 1);
     uint64_t lo = md->m.lo, hi = md->m.hi;
     /* candidates: just below the module, then just above, stepping away 1 MiB at a time */
     for (int side = 0; side < 2; side++) {
@@ -158,16 +194,17 @@ static int build_stubs(struct mod *md)
 {
     if (map_stubs(md) < 0) return -1;
     uint64_t base = (uint64_t)md->stubs;
-    uint64_t fentry_slot = base, mcount_slot = base + 8;
-    uint64_t a = (uint64_t)ftr_tramp_fentry, b = (uint64_t)ftr_tramp_mcount;
-    memcpy(md->stubs, &a, 8);
-    memcpy(md->stubs + 8, &b, 8);
+    uint64_t tramp[3] = {(uint64_t)ftr_tramp_fentry, (uint64_t)ftr_tramp_mcount,
+                         (uint64_t)ftr_tramp_fentry_chain};
+    memcpy(md->stubs, tramp, sizeof tramp);
     for (size_t i = 0; i < md->m.nsites; i++) {
         struct ftr_site *s = &md->m.sites[i];
         s->index = next_site++;
-        uint64_t at = base + 16 + i * FTR_STUB_SIZE;
-        if (ftr_x86_gen_stub(md->stubs + 16 + i * FTR_STUB_SIZE, at, s->index,
-                             s->mcount ? mcount_slot : fentry_slot) < 0)
+        uint64_t at = base + STUB_HEAD + i * FTR_STUB_SIZE;
+        if (ftr_x86_gen_stub(md->stubs + STUB_HEAD + i * FTR_STUB_SIZE, at, s->index,
+                             base + 8 * (s->mcount  ? 1
+                                         : s->chain ? 2
+                                                    : 0)) < 0)
             return -1;
     }
     return mprotect(md->stubs, md->stubs_len, PROT_READ | PROT_EXEC);
@@ -175,7 +212,7 @@ static int build_stubs(struct mod *md)
 
 static uint64_t stub_of(const struct mod *md, size_t i)
 {
-    return (uint64_t)md->stubs + 16 + i * FTR_STUB_SIZE;
+    return (uint64_t)md->stubs + STUB_HEAD + i * FTR_STUB_SIZE;
 }
 
 /* Is site i a 5 x 90 sled given the sled states (its mirror exists)? */
@@ -349,6 +386,7 @@ static void settle(const struct patch_job *job, struct ftr_site **which, const u
             b++;
             which[i]->patched = FTR_SITE_BROKEN;
             ftr_g.skipped++;
+            note_skipped(which[i]->name);
             continue;
         }
         which[i]->patched = want[i];
@@ -415,6 +453,7 @@ static int repatch(char *err, size_t errlen)
             for (size_t i = sleds; i < n; i++) {
                 which[i]->patched = FTR_SITE_BROKEN;
                 ftr_g.skipped++;
+                note_skipped(which[i]->name);
             }
         } else {
             rc = -1;
@@ -444,6 +483,7 @@ static void prepare_new(void)
         if (enc) describe(enc, md, &meta);
         ftr_g.sites += md->m.nsites;
         ftr_g.skipped += md->m.skipped;
+        note_skipped_in(&md->m);
     }
     if (meta.len) ftr_writer_add_meta(&meta);
     ftr_buf_free(&meta);

@@ -127,9 +127,10 @@ extern uint8_t *ftr_site_flags FTR_HIDDEN; /* FTR_SITE_FLAGS_MAX entries, NORESE
 extern struct ftr_global ftr_g FTR_HIDDEN;
 
 /* tramp_x86_64.S */
-void ftr_tramp_fentry(void) FTR_HIDDEN; /* reached from stubs of sites before the prologue */
-void ftr_tramp_mcount(void) FTR_HIDDEN; /* reached from stubs of sites after the prologue */
-void ftr_tramp_return(void) FTR_HIDDEN; /* hooked return addresses point here */
+void ftr_tramp_fentry(void) FTR_HIDDEN;       /* reached from stubs of sites before the prologue */
+void ftr_tramp_mcount(void) FTR_HIDDEN;       /* reached from stubs of sites after the prologue */
+void ftr_tramp_fentry_chain(void) FTR_HIDDEN; /* ... of sites after a push %r10 at the start */
+void ftr_tramp_return(void) FTR_HIDDEN;       /* hooked return addresses point here */
 /* Calls fn(arg) with every vector/x87 register saved (xsave): lets general-register-only code
  * call into libc. */
 void ftr_call_saving(void (*fn)(void *), void *arg) FTR_HIDDEN;
@@ -258,6 +259,7 @@ const char *ftr_dl_caller_search(const void *caller, const char *file, char *out
 
 /* modules.c */
 size_t ftr_modules_scan(void) FTR_HIDDEN; /* finds the loaded modules' sites; @return count */
+void ftr_modules_skipped_names(char *out, size_t len) FTR_HIDDEN; /* "a, b, ..." */
 int ftr_modules_patch(char *err, size_t errlen) FTR_HIDDEN;  /* stubs + rewrite (alone or live) */
 void ftr_modules_describe(struct ftr_buf *out) FTR_HIDDEN;   /* MODULE+SITES chunks, again */
 void ftr_modules_rescan(void) FTR_HIDDEN;                    /* after dlopen / dlclose */

@@ -2,7 +2,8 @@
  * tramp_x86_64.S - the entry and return trampolines of libftrace.so (x86_64 System V).
  *
  * A patched site is `call stub` (5 bytes); the site's stub (patcher/x86_64_gen.c) does
- * `mov $site_index, %r11d; jmp *common`, where common is ftr_tramp_fentry or ftr_tramp_mcount.
+ * `mov $site_index, %r11d; jmp *common`, where common is ftr_tramp_fentry, ftr_tramp_mcount or
+ * ftr_tramp_fentry_chain (gcc's nested functions: push %r10 before the site).
  *
  * Register contract of the entry trampolines: on entry the function has not started (fentry,
  * patchable entry) or has only run `push %rbp; mov %rsp,%rbp` (mcount). Every register a
@@ -37,7 +38,10 @@
  *     8(%rbp)  return address into the traced function (after its site)
  *    16(%rbp)  fentry shape: the function's own return address (the slot we hook)
  * mcount shape: the function already did push %rbp; mov %rsp,%rbp, so its return address
- * is at 8(function's rbp) = 8(0(%rbp)). */
+ * is at 8(function's rbp) = 8(0(%rbp)).
+ * chain shape (ftr_tramp_fentry_chain): 16(%rbp) holds the r10 the function pushed, its
+ * return address is at 24(%rbp).
+ * RESTORE_ARGS takes the CFA's offset from rsp at the trampoline's first byte. */
 .macro SAVE_ARGS
     push %rbp
     .cfi_adjust_cfa_offset 8
@@ -55,7 +59,7 @@
     and $-16, %rsp
 .endm
 
-.macro RESTORE_ARGS
+.macro RESTORE_ARGS cfa=8
     lea -64(%rbp), %rsp
     pop %r10
     pop %r9
@@ -66,7 +70,7 @@
     pop %rcx
     pop %rax
     pop %rbp
-    .cfi_def_cfa %rsp, 8
+    .cfi_def_cfa %rsp, \cfa
     .cfi_restore %rbp
 .endm
 
@@ -92,6 +96,25 @@ GLOBAL_HIDDEN(ftr_tramp_mcount)
     ret
     .cfi_endproc
 END(ftr_tramp_mcount)
+
+/* A nested function's site: push %r10; call stub; pop %r10 at its start. gcc gives the push no
+ * CFI: at the site's return address its CFA rule is rsp + 8 as at the function's first byte,
+ * which holds only once rsp is past the pushed r10. So this frame's CFA is put one word higher
+ * than a call's (rsp + 16 at the first byte, the return address at CFA - 16): an unwinder
+ * comes out of it with rsp at the function's own return address, where that rule reads it.
+ * (r10 is not described: it is call-clobbered, no landing pad needs it.) */
+GLOBAL_HIDDEN(ftr_tramp_fentry_chain)
+    .cfi_startproc
+    .cfi_def_cfa %rsp, 16
+    .cfi_offset %rip, -16
+    SAVE_ARGS
+    mov %r11d, %edi
+    lea 24(%rbp), %rsi
+    call ftr_hook_entry
+    RESTORE_ARGS 16
+    ret
+    .cfi_endproc
+END(ftr_tramp_fentry_chain)
 
 /* The pseudo-frame: an FDE for the one byte before ftr_tramp_return, where unwinders look up
  * the caller of a frame whose return address is hooked. CFA = rsp (the hooked slot + 8: the

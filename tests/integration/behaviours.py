@@ -30,14 +30,17 @@ class Case:
     named src-variant); needed: libraries (source, name, extra flags) the program links;
     dlopen: libraries built next to it but not linked; opts: optimisation levels it runs at;
     stderr: compare stderr with the untraced run; report: check the trace (False: the run is
-    expected untraced); verify(exe, opt): checks on the binary."""
+    expected untraced); verify(exe, opt): checks on the binary; compilers: the flag sets'
+    compilers it is built with (others skip it)."""
 
     def __init__(self, src, args, check, cflags="", variant="", needed=(), dlopen=(),
-                 opts=("O0", "O2"), stderr=True, report=True, verify=None):
+                 opts=("O0", "O2"), stderr=True, report=True, verify=None,
+                 compilers=("gcc", "clang")):
         self.src, self.args, self.check = src, args, check
         self.cflags, self.variant = cflags, variant
         self.needed, self.dlopen = needed, dlopen
         self.opts, self.stderr, self.report, self.verify = opts, stderr, report, verify
+        self.compilers = compilers
 
 
 class Result:
@@ -427,6 +430,36 @@ CANCEL_TREE = dict(CANCEL_BASE, **{CANCEL_PATH + ";cleanup": 1, "worker;c1;c2;cl
 TALKER = {"talker": 1, "talker;work": 3, "talker;work;leaf": 6}
 
 
+def renamed(check, pattern, name):
+    """check on trees whose function names matching pattern are replaced by name."""
+    def fix(path):
+        return ";".join(name if re.fullmatch(pattern, f) else f for f in path.split(";"))
+
+    def wrapped(r):
+        sections = [Section(s.header, s.pid,
+                            {tid: collections.Counter({fix(p): n for p, n in t.items()})
+                             for tid, t in s.folded.items()},
+                            {tid: [fix(f) for f in st] for tid, st in s.open.items()})
+                    for s in r.sections]
+        check(Result(r.base, r.traced, sections, r.cwd))
+    return wrapped
+
+
+def nested_sites(exe, opt):
+    """The nested function's site must be wrapped in push %r10 / pop %r10 (at its start with
+    -mfentry, after the prologue with -pg), or be -fpatchable-function-entry's nops."""
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", exe], capture_output=True,
+                         text=True).stdout
+    m = re.search(r"^[0-9a-f]+ <by_key\.\d+>:\n(.*?)\n\n", out, re.S | re.M)
+    assert m, "no nested function by_key.N in the disassembly"
+    insns = [l.split("\t")[-1].split() for l in m.group(1).splitlines() if "\t" in l]
+    insns = [i for i in insns if i and i[0] != "endbr64"][:10]
+    wrapped = any(insns[k] == ["push", "%r10"] and insns[k + 1][0] in ("call", "nopl") and
+                  insns[k + 2] == ["pop", "%r10"] for k in range(len(insns) - 2))
+    assert wrapped or insns[:5] == [["nop"]] * 5, \
+        "by_key's site is not wrapped in push %%r10 / pop %%r10: %s" % insns
+
+
 def has_tree(want):
     """One process, one of whose threads has exactly this tree."""
     def check(r):
@@ -532,6 +565,10 @@ CASES = {
     "swapcontext": Case("bcoro.c", [], check_coro),
     "swapcontext-nest": Case("bcoro.c", ["nest"], exact(
         [{"main": 1, "main;foo": 1, "main;foo;bar": 1, "main;baz": 1}])),
+    # a GNU C nested function (static chain in r10) passed to qsort() and called directly
+    "nested-qsort": Case("bnested.c", [], renamed(exact([{
+        "main": 1, "main;sorter": 1, "main;sorter;by_key": 6, "main;sorter;by_key;leaf": 6}]),
+        r"by_key\.\d+", "by_key"), verify=nested_sites, compilers=("gcc",)),
     "tailcall": Case("btail.c", [], exact([{
         "main": 1, "main;first": 5, "main;first;other": 5, "main;chain": 3,
         "main;chain;first": 3, "main;chain;first;other": 3}]), verify=tail_calls),
@@ -669,8 +706,9 @@ def main():
     for n in only:
         if not any(picked(c, n) for c in CASES):
             ap.error("no case %s (cases: %s)" % (n, ", ".join(sorted(CASES))))
+    cc = FLAGSETS[a.flagset][0]
     return run_matrix(a, CASES, run_case, "ftr-bh-",
-                      lambda name, case, opt: opt in case.opts and
+                      lambda name, case, opt: opt in case.opts and cc in case.compilers and
                       (not only or any(picked(name, n) for n in only)))
 
 

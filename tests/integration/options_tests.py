@@ -130,6 +130,27 @@ def main():
                     got = tree_of(report, trace, work)
                     assert got == want, "tree %s, want %s" % (got, want)
                 check(tag, one)
+        # functions whose sites cannot be patched: named in the one summary line
+        odd = os.path.join(work, "skipped-" + bname)
+        subprocess.run("%s %s -I%s -o %s %s/skipped.c" % (
+            cc, "-DLIST_SITES" if "mcount" in cc else "", PROGS, odd, PROGS), shell=True,
+            check=True)
+
+        def skipped(exe=exe, odd=odd):
+            base = run([odd], work)
+            r = run([ftrace_run, "-o", os.path.join(work, "k.ftr"), odd], work)
+            assert r.stdout == base.stdout and r.returncode == base.returncode, \
+                "program changed: %r %d" % (r.stdout, r.returncode)
+            lines = r.stderr.replace(base.stderr, "").strip().splitlines()
+            assert len(lines) == 1 and lines[0].endswith(
+                " KiB); 2 functions could not be traced: odd_entry, odd_other, see --info") \
+                and " calls traced into " in lines[0], "stderr: %r" % r.stderr
+            assert tree_of(report, os.path.join(work, "k.ftr"), work) == {
+                "main": 1, "main;work": 3}
+            r = run([ftrace_run, "-o", os.path.join(work, "k.ftr"), exe, str(N)], work)
+            assert "could not be traced" not in r.stderr, "stderr: %r" % r.stderr
+        check("%s/skipped functions named in the summary line" % bname, skipped)
+
         # a filter that matches nothing says so, with the nearest names
         def unmatched(exe=exe):
             r = run([ftrace_run, "-o", os.path.join(work, "u.ftr"), "-F", "lef", exe], work)

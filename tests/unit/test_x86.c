@@ -256,6 +256,82 @@ Test(x86, find_fentry_at_start)
     cr_assert_eq(find(b, n, &T).off, -1);
 }
 
+/* mk() with pop %r10 (41 5a) in place of what follows the call */
+static size_t mk_chain(uint8_t *buf, const uint8_t *pro, size_t plen, int kind, uint64_t target)
+{
+    size_t n = mk(buf, pro, plen, kind, target);
+    buf[n - 2] = 0x41;
+    buf[n - 1] = 0x5a;
+    return n;
+}
+
+/* gcc's nested functions: push %r10; <fentry site>; pop %r10 at the start (-O0 and -O2) */
+Test(x86, find_nested_function_site)
+{
+    uint8_t b[64];
+    const uint8_t *push = BUF(0x41, 0x52), *endbr_push = BUF(0xf3, 0x0f, 0x1e, 0xfa, 0x41, 0x52);
+    size_t n = mk_chain(b, push, 2, 0x15, FENTRY_GOT);
+    ASSERT_SITE(find(b, n, &T), 2, FTR_SHAPE_FENTRY_GOT, 6);
+    cr_assert(ftr_x86_chain_site(b, n, 2, 6));
+    n = mk_chain(b, push, 2, 0xe8, FENTRY_PLT);
+    ASSERT_SITE(find(b, n, &T), 2, FTR_SHAPE_FENTRY_REL, 5);
+    cr_assert(ftr_x86_chain_site(b, n, 2, 5));
+    n = mk_chain(b, endbr_push, 6, 0x15, FENTRY_GOT);
+    ASSERT_SITE(find(b, n, &T), 6, FTR_SHAPE_FENTRY_GOT, 6);
+    cr_assert(ftr_x86_chain_site(b, n, 6, 6));
+    cr_assert(!ftr_x86_chain_site(b, n, 2, 6), "the push must be the first instruction");
+    /* our CALL state there (a module seen again) */
+    struct ftr_hook_targets t = T;
+    t.stub_lo = 0x800000;
+    t.stub_hi = 0x800100;
+    n = mk_chain(b, push, 2, 0xe8, 0x800010);
+    ASSERT_SITE(find(b, n, &t), 2, FTR_SHAPE_CALL_OURS, 5);
+    /* -mnop-mcount's nop there: a site only for the compiler's list, but the shape holds */
+    memcpy(b, BUF(0x41, 0x52, 0x0f, 0x1f, 0x44, 0x00, 0x00, 0x41, 0x5a), 9);
+    cr_assert_eq(find(b, 9, &T).off, -1);
+    cr_assert(ftr_x86_chain_site(b, 9, 2, 5));
+
+    /* no pop %r10 right after the call: not this shape, not a site */
+    n = mk(b, push, 2, 0x15, FENTRY_GOT);
+    cr_assert_eq(find(b, n, &T).off, -1);
+    cr_assert(!ftr_x86_chain_site(b, n, 2, 6));
+    n = mk_chain(b, push, 2, 0x15, FENTRY_GOT);
+    cr_assert_eq(find(b, n - 1, &T).off, -1, "truncated before the pop's second byte");
+    b[n - 1] = 0x5b; /* pop %r11 */
+    cr_assert_eq(find(b, n, &T).off, -1);
+    /* another register pushed (push %r11: 41 53; push %rbx: 53) */
+    n = mk_chain(b, BUF(0x41, 0x53), 2, 0x15, FENTRY_GOT);
+    cr_assert_eq(find(b, n, &T).off, -1);
+    cr_assert(!ftr_x86_chain_site(b, n, 2, 6));
+    /* an mcount call or another call after the push is no site */
+    n = mk_chain(b, push, 2, 0xe8, MCOUNT_PLT);
+    cr_assert_eq(find(b, n, &T).off, -1);
+    n = mk_chain(b, push, 2, 0xe8, 0x700000);
+    cr_assert_eq(find(b, n, &T).off, -1);
+    /* -pg without -mfentry: push %r10 / mcount call / pop %r10 after the prologue is an
+     * ordinary mcount site, not this shape */
+    n = mk_chain(b, BUF(0x55, 0x48, 0x89, 0xe5, 0x48, 0x83, 0xec, 0x18, 0x41, 0x52), 10, 0x15,
+                 MCOUNT_GOT);
+    ASSERT_SITE(find(b, n, &T), 10, FTR_SHAPE_MCOUNT_GOT, 6);
+    cr_assert(!ftr_x86_chain_site(b, n, 10, 6));
+    cr_assert(!ftr_x86_chain_site(b, n, 2, 100), "bad length");
+}
+
+/* The CALL state of a nested function's site: the call returns onto its pop %r10 */
+Test(x86, nested_function_call_state)
+{
+    uint8_t b[16] = {0x41, 0x52, 0xff, 0x15, 0, 0, 0, 0, 0x41, 0x5a};
+    cr_assert_eq(ftr_x86_gen_call(b + 2, 6, 0x1002, 0x2000), 0);
+    cr_assert_arr_eq(b, BUF(0x41, 0x52, 0xe8, 0xf9, 0x0f, 0x00, 0x00, 0x90, 0x41, 0x5a), 10);
+    struct ftr_emu e;
+    cr_assert_eq(ftr_x86_emulation(b + 2, 6, 0x1002, &e), 0);
+    cr_assert_eq(e.kind, FTR_EMU_CALL);
+    cr_assert_eq(e.next, 0x1008, "returns onto the pop %%r10");
+    cr_assert(ftr_x86_chain_site(b, 10, 2, 6), "still the shape in the CALL state");
+    ftr_x86_gen_nop(b + 2, 6);
+    cr_assert(ftr_x86_chain_site(b, 10, 2, 6), "and in the NOP state");
+}
+
 Test(x86, find_nops_are_not_sites)
 {
     cr_assert_eq(find(BUF(0x0f, 0x1f, 0x44, 0x00, 0x00, 0xc3), 6, &T).off, -1);
