@@ -46,6 +46,8 @@ static void usage(FILE *f)
             "      --disabled           start with tracing off (ftrace-ctl PID on)\n"
             "      --lossless           never drop events: a thread waits while the writer is\n"
             "                           behind (default: drop them and count them)\n"
+            "      --clock C            tsc, mono (CLOCK_MONOTONIC: slower, for a TSC that is\n"
+            "                           not invariant), auto (default: the TSC where trusted)\n"
             "  -q, --quiet              no summary line on stderr\n"
             "  -h, --help               this help\n"
             "\n"
@@ -128,7 +130,15 @@ static int is_dynamic_elf(const char *path)
 
 int main(int argc, char **argv)
 {
-    enum { OPT_GRAPH = 256, OPT_NOTRACE, OPT_DEPTH, OPT_THRESHOLD, OPT_DISABLED, OPT_LOSSLESS };
+    enum {
+        OPT_GRAPH = 256,
+        OPT_NOTRACE,
+        OPT_DEPTH,
+        OPT_THRESHOLD,
+        OPT_DISABLED,
+        OPT_LOSSLESS,
+        OPT_CLOCK
+    };
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'},
         {"filter", required_argument, NULL, 'F'},
@@ -138,6 +148,7 @@ int main(int argc, char **argv)
         {"threshold", required_argument, NULL, OPT_THRESHOLD},
         {"disabled", no_argument, NULL, OPT_DISABLED},
         {"lossless", no_argument, NULL, OPT_LOSSLESS},
+        {"clock", required_argument, NULL, OPT_CLOCK},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -189,6 +200,13 @@ int main(int argc, char **argv)
         }
         case OPT_LOSSLESS:
             setenv(ftr_env_name(FTR_ENV_LOSSLESS), "1", 1);
+            break;
+        case OPT_CLOCK:
+            if (strcmp(optarg, "tsc") && strcmp(optarg, "mono") && strcmp(optarg, "auto")) {
+                fprintf(stderr, "ftrace-run: --clock %s: want tsc, mono or auto\n", optarg);
+                return 2;
+            }
+            setenv(ftr_env_name(FTR_ENV_CLOCK), optarg, 1);
             break;
         case OPT_DISABLED:
             setenv(ftr_env_name(FTR_ENV_DISABLED), "1", 1);

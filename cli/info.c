@@ -86,9 +86,21 @@ static void write_process(struct frp_report *r, struct frp_out *o, const struct 
         frp_out_printf(o, "  duration    %s%s\n", s,
                        p->has_end ? "" : " (to the last event recorded)");
     }
-    if (p->tsc_hz)
-        frp_out_printf(o, "  clock       TSC at %.6f GHz (%s)\n", (double)p->tsc_hz / 1e9,
-                       ftr_tsc_cal_name(p->tsc_cal));
+    if (p->tsc_cal == FTR_TSC_CAL_MONOTONIC)
+        frp_out_printf(o, "  clock       CLOCK_MONOTONIC (%s)\n",
+                       p->clock_check & FTR_CLOCK_FORCED ? "chosen with FTRACE_CLOCK"
+                       : !(p->clock_check & FTR_CLOCK_INVARIANT)
+                           ? "the CPU does not say its TSC is invariant"
+                           : "the kernel does not offer the TSC as a clocksource");
+    else if (p->tsc_hz)
+        frp_out_printf(o, "  clock       TSC at %.6f GHz (%s%s)\n", (double)p->tsc_hz / 1e9,
+                       ftr_tsc_cal_name(p->tsc_cal),
+                       !(p->clock_check & FTR_CLOCK_CHECKED) ? ""
+                       : p->clock_check & FTR_CLOCK_FORCED   ? "; chosen with FTRACE_CLOCK"
+                       : (p->clock_check & (FTR_CLOCK_INVARIANT | FTR_CLOCK_KERNEL)) ==
+                               (FTR_CLOCK_INVARIANT | FTR_CLOCK_KERNEL)
+                           ? "; invariant, stable"
+                           : "");
     else
         frp_out_printf(o, "  clock       TSC rate unknown%s\n",
                        p->clock_guessed ? ": durations are in ticks"

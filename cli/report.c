@@ -187,6 +187,7 @@ static int load_process(struct frp_report *r, const struct ftr_chunk_hdr *h)
     p->start_tsc = pi.start_tsc;
     p->tsc_hz = pi.tsc_hz;
     p->tsc_cal = pi.tsc_calibration;
+    p->clock_check = pi.clock_check;
     size_t n = pi.argc < cap ? pi.argc : cap;
     p->cmdline = join_argv(pv, argv, n, pi.argc > n);
     p->exe = pi.exe ? arena_str(pv, pi.exe, strlen(pi.exe)) : NULL;

@@ -57,12 +57,13 @@ struct frp_process {
     int has_end;  /* an END chunk was read (else: killed, or the file is cut) */
     struct ftr_end_info end;
     uint64_t session_id, start_realtime_ns, start_tsc, tsc_hz;
-    uint32_t tsc_cal;    /* enum ftr_tsc_cal */
-    double ns_per_tick;  /* 1e9 / tsc_hz; borrowed from another process when unknown */
-    uint64_t ns_mul;     /* ns_per_tick * 2^32, rounded (0: use ns_per_tick) */
-    int clock_guessed;   /* no tsc_hz anywhere: ns_per_tick is a guess (1.0) */
-    const char *cmdline; /* argv joined for display (never NULL) */
-    const char *exe;     /* may be NULL */
+    uint32_t tsc_cal;     /* enum ftr_tsc_cal */
+    uint32_t clock_check; /* FTR_CLOCK_* bits (PROC_CLOCK_CHECK) */
+    double ns_per_tick;   /* 1e9 / tsc_hz; borrowed from another process when unknown */
+    uint64_t ns_mul;      /* ns_per_tick * 2^32, rounded (0: use ns_per_tick) */
+    int clock_guessed;    /* no tsc_hz anywhere: ns_per_tick is a guess (1.0) */
+    const char *cmdline;  /* argv joined for display (never NULL) */
+    const char *exe;      /* may be NULL */
     struct frp_module *modules;
     uint32_t nmodules;
     int has_sites;          /* SITES chunks were read for it (else it may use its parent's) */

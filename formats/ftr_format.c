@@ -105,7 +105,8 @@ void ftr_buf_free(struct ftr_buf *b)
     X(PROC_TSC_HZ, 6, U64, tsc_hz)                                                                 \
     X(PROC_TSC_CAL, 7, U32, tsc_calibration)                                                       \
     X(PROC_EXE, 8, STR, exe)                                                                       \
-    X(PROC_ARG, 9, ARGV, argv) /* one per argument, in order; argc = their number */
+    X(PROC_ARG, 9, ARGV, argv) /* one per argument, in order; argc = their number */               \
+    X(PROC_CLOCK_CHECK, 10, U32, clock_check)
 
 #define MODULE_TAGS(X)                                                                             \
     X(MOD_ID, 1, U32, module_id)                                                                   \
@@ -144,7 +145,7 @@ void ftr_buf_free(struct ftr_buf *b)
     X(SITES_STRTAB, 7, BYTES, -)   /* NUL-terminated names, last byte is NUL */
 
 /* A field added to an ftr_*_info struct needs its tag here (and in docs/format.md). */
-_Static_assert(sizeof(void *) != 8 || sizeof(struct ftr_process_info) == 64,
+_Static_assert(sizeof(void *) != 8 || sizeof(struct ftr_process_info) == 72,
                "new process field: add a PROC_ tag");
 _Static_assert(sizeof(void *) != 8 || sizeof(struct ftr_module_info) == 48,
                "new module field: add a MOD_ tag");

@@ -185,9 +185,15 @@ void ftr_buf_free(struct ftr_buf *b);
     X(FTR_TSC_CAL_NONE, 0, "none")                                                                 \
     X(FTR_TSC_CAL_CPUID, 1, "cpuid leaf 0x15/0x16")                                                \
     X(FTR_TSC_CAL_KERNEL, 2, "kernel tsc_khz")                                                     \
-    X(FTR_TSC_CAL_MEASURED, 3, "measured against CLOCK_MONOTONIC_RAW")
+    X(FTR_TSC_CAL_MEASURED, 3, "measured against CLOCK_MONOTONIC_RAW")                             \
+    X(FTR_TSC_CAL_MONOTONIC, 4, "no TSC: CLOCK_MONOTONIC nanoseconds")
 #define FTR_X_ENUM(name, val, str) name = val,
 enum ftr_tsc_cal { FTR_TSC_CALIBRATIONS(FTR_X_ENUM) };
+/* What the tracer found about the TSC at start (PROC_CLOCK_CHECK bits). */
+#define FTR_CLOCK_CHECKED 1u   /* the checks ran */
+#define FTR_CLOCK_INVARIANT 2u /* cpuid 0x80000007 edx[8]: constant and nonstop */
+#define FTR_CLOCK_KERNEL 4u    /* the kernel offers tsc as a clocksource (synchronised, stable) */
+#define FTR_CLOCK_FORCED 8u    /* FTRACE_CLOCK chose, whatever the checks said */
 #undef FTR_X_ENUM
 const char *ftr_tsc_cal_name(unsigned cal);
 
@@ -198,6 +204,7 @@ struct ftr_process_info {
     uint64_t start_tsc;         /* TSC at the same moment */
     uint64_t tsc_hz;
     uint32_t tsc_calibration; /* enum ftr_tsc_cal */
+    uint32_t clock_check;     /* FTR_CLOCK_* found at start (0: not recorded) */
     uint32_t argc;
     const char *const *argv;
     const char *exe; /* path of the executable */

@@ -142,6 +142,49 @@ static void start_clocks(int calibration_base)
     ftr_start_cal_tsc = ftr_g.start_tsc;
 }
 
+/* Durations assume a TSC that ticks at one rate on every CPU, in every power state: the CPU
+ * says it is invariant (cpuid 0x80000007 edx[8]: constant_tsc and nonstop_tsc), and the kernel,
+ * which checks at boot that every CPU's TSC agrees and watches it after, still offers it as a
+ * clocksource. Otherwise timestamps are CLOCK_MONOTONIC nanoseconds (a system call per event:
+ * slower, but right), said in one line. FTRACE_CLOCK=tsc|mono decides instead. A fork child
+ * keeps its parent's clock. */
+static void choose_clock(void)
+{
+    const char *want = getenv(ftr_env_name(FTR_ENV_CLOCK));
+    unsigned check = FTR_CLOCK_CHECKED, a, b, c, d;
+    __cpuid(0x80000000, a, b, c, d);
+    if (a >= 0x80000007) {
+        __cpuid(0x80000007, a, b, c, d);
+        if (d & (1u << 8)) check |= FTR_CLOCK_INVARIANT;
+    }
+    char list[256] = "";
+    int fd = open("/sys/devices/system/clocksource/clocksource0/available_clocksource",
+                  O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, list, sizeof list - 1) : -1;
+    if (fd >= 0) close(fd);
+    list[n > 0 ? n : 0] = 0;
+    int kernel = n <= 0; /* unreadable (no sysfs): no objection */
+    for (char *t = strtok(list, " \n"); t && !kernel; t = strtok(NULL, " \n"))
+        kernel = !strcmp(t, "tsc");
+    if (kernel && n > 0) check |= FTR_CLOCK_KERNEL;
+    int trusted = (check & FTR_CLOCK_INVARIANT) && kernel;
+    int mono = !trusted;
+    if (want && (!strcmp(want, "tsc") || !strcmp(want, "mono"))) {
+        check |= FTR_CLOCK_FORCED;
+        mono = !strcmp(want, "mono");
+    } else if (!trusted && !ftr_cfg.quiet) {
+        ftr_msg("the TSC cannot be trusted here (%s): timing with CLOCK_MONOTONIC, slower",
+                !(check & FTR_CLOCK_INVARIANT) ? "the CPU does not say it is invariant"
+                                               : "the kernel does not offer it as a clocksource");
+    }
+    ftr_process.clock_check = check;
+    if (!mono) return;
+    atomic_thread_fence(memory_order_seq_cst);
+    ftr_hot.clock_mono = 1;
+    ftr_g.tsc_hz = 1000000000u; /* ticks are nanoseconds: nothing to calibrate */
+    start_clocks(1);
+}
+
 static void print_summary(void)
 {
     int failed = ftr_writer_failed();
@@ -540,6 +583,7 @@ __attribute__((constructor)) static void ftr_init(void)
     size_t nsites = ftr_modules_scan();
     if (nsites == 0 && !ftr_is_root)
         return; /* an uninstrumented child of the session (a shell, a tool): stay silent */
+    choose_clock();
     unsigned a, b, c, d;
     __cpuid(1, a, b, c, d);
     if (!(c & bit_OSXSAVE)) {

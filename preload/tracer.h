@@ -95,6 +95,7 @@ struct ftr_hot {
     int site_flags_used;      /* ftr_site_flags holds something */
     uint64_t threshold_ticks; /* --threshold, in TSC ticks */
     uint64_t threshold_from;  /* only entries after this tsc may be taken back */
+    int clock_mono;           /* timestamps are CLOCK_MONOTONIC ns: the TSC is not trusted */
 } __attribute__((aligned(64)));
 extern struct ftr_hot ftr_hot FTR_HIDDEN;
 
@@ -154,8 +155,24 @@ void ftr_close_all_frames(void) FTR_HIDDEN;
  * child's own stream, so that its tree nests and closes. */
 void ftr_reopen_frames(void) FTR_HIDDEN;
 void ftr_record_special(unsigned subtype, uint32_t arg) FTR_HIDDEN; /* FTR_SP_* event, now */
+/* The trace clock: the TSC, or where it cannot be trusted (init.c), CLOCK_MONOTONIC through a
+ * raw system call (no vDSO: no libc, no vector registers on the hot path). */
+static inline uint64_t ftr_mono_ns(void)
+{
+    struct {
+        long sec, nsec;
+    } ts = {0, 0};
+    long rc;
+    __asm__ volatile("syscall"
+                     : "=a"(rc)
+                     : "a"(228 /* clock_gettime */), "D"(1 /* CLOCK_MONOTONIC */), "S"(&ts)
+                     : "rcx", "r11", "memory");
+    (void)rc;
+    return (uint64_t)ts.sec * 1000000000u + (uint64_t)ts.nsec;
+}
 static inline uint64_t ftr_rdtsc(void)
 {
+    if (__builtin_expect(ftr_hot.clock_mono, 0)) return ftr_mono_ns();
     uint32_t lo, hi;
     __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
     return (uint64_t)hi << 32 | lo;

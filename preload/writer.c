@@ -203,7 +203,8 @@ static void write_process_chunk(void)
                                       (double)(now_ns - ftr_start_raw_ns));
     }
     ftr_process.tsc_hz = ftr_g.tsc_hz;
-    ftr_process.tsc_calibration = FTR_TSC_CAL_MEASURED;
+    ftr_process.tsc_calibration =
+        ftr_hot.clock_mono ? FTR_TSC_CAL_MONOTONIC : FTR_TSC_CAL_MEASURED;
     ftr_enc_process(enc, &ftr_process, &out);
     process_written = 1;
 }

@@ -10,6 +10,7 @@ usage: options_tests.py --bin DIR
 """
 import argparse
 import collections
+import json
 import os
 import shutil
 import subprocess
@@ -47,6 +48,9 @@ CASES = [
     (["--threshold", "0"], {"FTRACE_THRESHOLD": "0"}, FULL),
     (["--disabled"], {"FTRACE_DISABLED": "1"}, None),
     (["--lossless"], {"FTRACE_LOSSLESS": "1"}, FULL),
+    (["--clock", "mono"], {"FTRACE_CLOCK": "mono"}, FULL),
+    (["--clock", "tsc"], {"FTRACE_CLOCK": "tsc"}, FULL),
+    (["--clock", "auto"], {"FTRACE_CLOCK": "auto"}, FULL),
     ([], {}, FULL),
 ]
 
@@ -59,6 +63,7 @@ BAD = [
     (["--graph-function", "[x", "PROG"], 2, "unmatched ["),
     (["--max-depth", "deep", "PROG"], 2, "--max-depth 'deep'"),
     (["--threshold", "10 parsecs", "PROG"], 2, "--threshold '10 parsecs'"),
+    (["--clock", "sundial", "PROG"], 2, "--clock sundial: want tsc, mono or auto"),
     ([], 2, "no program given"),
     (["/nonexistent/prog"], 127, "No such file or directory"),
     (["-o", "/nonexistent/dir/x.ftr", "PROG"], 1, "cannot write /nonexistent/dir/x.ftr"),
@@ -130,6 +135,32 @@ def main():
                     got = tree_of(report, trace, work)
                     assert got == want, "tree %s, want %s" % (got, want)
                 check(tag, one)
+        # durations on every clock path agree with the program's own clock within 2%: a
+        # 100 ms sleep measured by the program inside the traced call (so the call lasts at
+        # least as long; the hooks add microseconds), and the clock named in --info
+        slp = os.path.join(work, "sleeper-" + bname)
+        subprocess.run("%s -I%s -o %s %s/sleeper.c" % (cc, PROGS, slp, PROGS), shell=True,
+                       check=True)
+        for clock, named in (("auto", "TSC at"), ("tsc", "TSC at"),
+                             ("mono", "CLOCK_MONOTONIC")):
+            def sleep_ok(clock=clock, named=named, slp=slp):
+                trace, own = os.path.join(work, "s.ftr"), os.path.join(work, "own.txt")
+                r = run([ftrace_run, "-q", "--clock", clock, "-o", trace, slp, own], work)
+                assert r.returncode == 0 and r.stdout == "slept\n", "program: %r" % r.stdout
+                with open(own) as f:
+                    own_ns = int(f.read())
+                ch = run([report, "--chrome", trace], work)
+                ev = [json.loads(line.rstrip(",")) for line in ch.stdout.splitlines()
+                      if '"name":"sleeper"' in line]
+                begin = [e["ts"] for e in ev if e["ph"] == "B"]
+                end = [e["ts"] for e in ev if e["ph"] == "E"]
+                assert len(begin) == 1 and len(end) == 1, "sleeper events: %s" % ev
+                got_ns = (end[0] - begin[0]) * 1000.0
+                assert abs(got_ns - own_ns) <= 0.02 * own_ns, \
+                    "sleeper: %.0f ns traced, %d ns by its own clock" % (got_ns, own_ns)
+                info = run([report, "--info", trace], work).stdout
+                assert named in info, "--info: no %r in %s" % (named, info)
+            check("%s/clock %s: a 100 ms sleep within 2%%" % (bname, clock), sleep_ok)
         # functions whose sites cannot be patched: named in the one summary line
         odd = os.path.join(work, "skipped-" + bname)
         subprocess.run("%s %s -I%s -o %s %s/skipped.c" % (
