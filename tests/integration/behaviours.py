@@ -30,23 +30,24 @@ class Case:
     named src-variant); needed: libraries (source, name, extra flags) the program links;
     dlopen: libraries built next to it but not linked; opts: optimisation levels it runs at;
     stderr: compare stderr with the untraced run; report: check the trace (False: the run is
-    expected untraced); verify(exe, opt): checks on the binary; compilers: the flag sets'
-    compilers it is built with (others skip it)."""
+    expected untraced); verify(exe, opt, flagset): checks on the binary, returning facts the
+    check reads as Result.facts; compilers: the flag sets' compilers it is built with (others
+    skip it); frame_pointer: False builds the program without frame pointers (see build())."""
 
     def __init__(self, src, args, check, cflags="", variant="", needed=(), dlopen=(),
                  opts=("O0", "O2"), stderr=True, report=True, verify=None,
-                 compilers=("gcc", "clang")):
+                 compilers=("gcc", "clang"), frame_pointer=True):
         self.src, self.args, self.check = src, args, check
         self.cflags, self.variant = cflags, variant
         self.needed, self.dlopen = needed, dlopen
         self.opts, self.stderr, self.report, self.verify = opts, stderr, report, verify
-        self.compilers = compilers
+        self.compilers, self.frame_pointer = compilers, frame_pointer
 
 
 class Result:
-    def __init__(self, base, traced, sections, cwd, info=None):
+    def __init__(self, base, traced, sections, cwd, info=None, facts=None):
         self.base, self.traced, self.sections, self.cwd = base, traced, sections, cwd
-        self._info = info
+        self._info, self.facts = info, facts
 
     def parents(self):
         """pid -> (parent pid, the parent is in this trace), from ftrace-report --info."""
@@ -389,14 +390,14 @@ def check_many(r):
 
 
 def nm_has(symbol):
-    def verify(exe, opt):
+    def verify(exe, opt, _flagset):
         out = subprocess.run(["nm", "-D", exe], capture_output=True, text=True).stdout
         assert re.search(r"\b%s\b" % re.escape(symbol), out), \
             "%s does not import %s: the case does not test it" % (os.path.basename(exe), symbol)
     return verify
 
 
-def tail_calls(exe, opt):
+def tail_calls(exe, opt, _flagset):
     """At -O2: first() must end in jmp <other>, chain() in jmp <first>."""
     if opt != "O2":
         return
@@ -441,11 +442,11 @@ def renamed(check, pattern, name):
                              for tid, t in s.folded.items()},
                             {tid: [fix(f) for f in st] for tid, st in s.open.items()})
                     for s in r.sections]
-        check(Result(r.base, r.traced, sections, r.cwd))
+        check(Result(r.base, r.traced, sections, r.cwd, r._info, r.facts))
     return wrapped
 
 
-def nested_sites(exe, opt):
+def nested_sites(exe, opt, _flagset):
     """The nested function's site must be wrapped in push %r10 / pop %r10 (at its start with
     -mfentry, after the prologue with -pg), or be -fpatchable-function-entry's nops."""
     out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", exe], capture_output=True,
@@ -641,10 +642,24 @@ def build(flagset, opt, case, work):
         libs = "".join(" -L%s -l%s" % (d, name) for _s, name, _e in case.needed)
         if libs:
             libs += " -Wl,-rpath,%s" % d
-        sh("%s -%s -g -fno-omit-frame-pointer %s %s -I%s -o %s %s %s %s -pthread -ldl"
-           % (compiler, opt, cflags, case.cflags, PROGS, exe, os.path.join(PROGS, case.src),
-              ldflags, libs))
+        fp = "-fno-omit-frame-pointer"
+        if not case.frame_pointer:
+            # gcc's driver refuses -pg (with or without -mfentry) with -fomit-frame-pointer;
+            # without -fno-omit-frame-pointer, -O2 omits it wherever it may: everywhere with
+            # -mfentry, only in the functions not instrumented with mcount (gcc keeps it in
+            # every function that calls mcount), which then call traced ones with whatever
+            # %rbp holds. -O0 keeps it always: such cases run at -O2.
+            fp = "" if cc == "gcc" else "-fomit-frame-pointer"
+        sh("%s -%s -g %s %s %s -I%s -o %s %s %s %s -pthread -ldl"
+           % (compiler, opt, fp, cflags, case.cflags, PROGS, exe,
+              os.path.join(PROGS, case.src), ldflags, libs))
     return exe
+
+
+def mcount_shaped(flagset):
+    """gcc's -pg without -mfentry: the mcount call after the prologue."""
+    cc, cflags = FLAGSETS[flagset][:2]
+    return cc == "gcc" and "-pg" in cflags.split() and "-mfentry" not in cflags.split()
 
 
 def run_case(flagset, opt, name, case, work, run_bin, report_bin):
@@ -652,8 +667,7 @@ def run_case(flagset, opt, name, case, work, run_bin, report_bin):
     traced = None
     try:
         exe = build(flagset, opt, case, work)
-        if case.verify:
-            case.verify(exe, opt)
+        facts = case.verify(exe, opt, flagset) if case.verify else None
         cwd = os.path.dirname(exe)
         trace = os.path.join(cwd, "%s.ftr" % name)
         base = run([exe] + case.args, cwd)
@@ -670,7 +684,7 @@ def run_case(flagset, opt, name, case, work, run_bin, report_bin):
             rep = run([report_bin, "--info", trace], cwd)
             assert rep.returncode == 0, "ftrace-report --info failed: %s" % rep.stderr.strip()
             return rep.stdout
-        case.check(Result(base, traced, sections, cwd, info))
+        case.check(Result(base, traced, sections, cwd, info, facts))
         if case.report:
             ch = run([report_bin, "--chrome", trace], cwd)
             assert ch.returncode == 0, "ftrace-report --chrome failed: %s" % ch.stderr
@@ -710,6 +724,12 @@ def main():
     return run_matrix(a, CASES, run_case, "ftr-bh-",
                       lambda name, case, opt: opt in case.opts and cc in case.compilers and
                       (not only or any(picked(name, n) for n in only)))
+
+
+# abort and exit paths, thread exec, variadic functions, function pointers, callbacks,
+# recursion, inlining, no frame pointers (behaviour_kinds.py)
+from behaviour_kinds import kind_cases  # noqa: E402
+CASES.update(kind_cases(sys.modules[__name__]))
 
 
 if __name__ == "__main__":
