@@ -364,17 +364,62 @@ void ftr_child_after_fork(void)
     ftr_stw_ignore((int)ftr_writer_tid);
 }
 
+/* exit(): the status reaches on_exit() handlers only, which run in the reverse order of their
+ * registration: ours, registered just before main (__libc_start_main is wrapped to do it from
+ * inside), runs before the handlers registered earlier (by constructors: atexit, C++ static
+ * objects' destructors) and before the dynamic linker's destructor pass. It only keeps the
+ * status; the trace ends in our own destructor, which runs after the executable's destructors
+ * (ftr_fini): what those handlers and destructors call is in the trace. Binaries linked against
+ * glibc < 2.34 pass init/fini and expect that version. */
+static int exit_status, exit_status_known;
+
 static void on_exit_handler(int status, void *arg)
 {
     (void)arg;
-    ftr_finish(FTR_END_EXIT, status);
+    exit_status = status;
+    exit_status_known = 1;
 }
 
-/* The exit status reaches on_exit() handlers only, and they run in the reverse order of their
- * registration. Registered in our constructor, ours would come after the dynamic linker's
- * (registered later, by __libc_start_main), whose destructor pass would finish the trace first
- * and without the status. So __libc_start_main is wrapped to register ours from inside, just
- * before main. Binaries linked against glibc < 2.34 pass init/fini and expect that version. */
+/* quick_exit(): the at_quick_exit() handlers, then glibc's internal _exit (not ours). Ours is
+ * registered just before main, so it runs after the program's, with the status kept by the
+ * wrapper. */
+static int quick_status;
+static void on_quick_exit(void)
+{
+    ftr_finish(FTR_END_EXIT, quick_status);
+}
+
+typedef void (*quick_exit_fn)(int) __attribute__((noreturn));
+__attribute__((visibility("default"), noreturn)) void quick_exit(int status)
+{
+    quick_exit_fn real = (quick_exit_fn)dlsym(RTLD_NEXT, "quick_exit");
+    quick_status = status;
+    if (real) real(status);
+    _exit(status);
+}
+
+/* abort(): glibc raises SIGABRT; if a handler of the program's returns, it restores the default
+ * action and raises again, and the process dies with nothing of ours run (our fatal-signal
+ * handler is installed only where the program left the default action). So abort() is done
+ * here the same way, with the trace ended between the two raises. */
+__attribute__((visibility("default"), noreturn)) void abort(void)
+{
+    sigset_t abrt;
+    sigemptyset(&abrt);
+    sigaddset(&abrt, SIGABRT);
+    pthread_sigmask(SIG_UNBLOCK, &abrt, NULL);
+    raise(SIGABRT);
+    /* a handler of the program's returned: the process ends now, by SIGABRT */
+    ftr_finish(FTR_END_SIGNAL, SIGABRT);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGABRT, &dfl, NULL);
+    pthread_sigmask(SIG_UNBLOCK, &abrt, NULL);
+    raise(SIGABRT);
+    for (;;)
+        syscall(SYS_exit_group, 127);
+}
 typedef int (*main_fn)(int, char **, char **);
 typedef int (*start_fn)(main_fn, int, char **, void (*)(void), void (*)(void), void (*)(void),
                         void *);
@@ -404,6 +449,7 @@ static int main_wrapper(int argc, char **argv, char **envp)
 {
     if (ftr_g.ready) {
         on_exit(on_exit_handler, NULL);
+        at_quick_exit(on_quick_exit);
         disarm_gprof();
     }
     return real_main(argc, argv, envp);
@@ -423,7 +469,7 @@ __attribute__((visibility("default"))) int __libc_start_main(main_fn main, int a
 
 __attribute__((destructor)) static void ftr_fini(void)
 {
-    ftr_finish(FTR_END_EXIT, 0);
+    ftr_finish(FTR_END_EXIT, exit_status_known ? exit_status : 0);
 }
 
 /* _exit() skips atexit handlers and destructors; the trace must still be complete. */
