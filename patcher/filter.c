@@ -559,11 +559,14 @@ char *ftr_demangle(const char *sym, enum ftr_demangle_form form)
     cxa_demangle_fn *fn = find_demangler();
     if (!fn) return NULL;
     int status = -1;
-    char *d = fn(sym, NULL, NULL, &status);
-    if (!d || status != 0) {
-        free(d);
-        return NULL;
-    }
+    char *got = fn(sym, NULL, NULL, &status);
+    /* the demangler's memory is the process's malloc's (in libftrace.so, malloc and free are
+     * the tracer's own, preload/alloc.c): copied into ours, given back with the process's free */
+    static void (*process_free)(void *);
+    if (!process_free) process_free = (void (*)(void *))dlsym(RTLD_DEFAULT, "free");
+    char *d = got && status == 0 ? strdup(got) : NULL;
+    if (got && process_free) process_free(got);
+    if (!d) return NULL;
     if (form == FTR_DEMANGLE_NAME) {
         name_form(d, d);
     } else if (form == FTR_DEMANGLE_SIGNATURE) {

@@ -13,6 +13,9 @@
  *   dlwrap.c        dlopen()/dlclose() interposed: patch or forget modules under the registry lock
  *   dlsearch.c      dlopen()'s caller's library search path, redone on its behalf
  *   init.c          constructor/destructor, configuration, clocks, process end
+ *   alloc.c         the tracer's own heap: malloc & co., hidden, on memory it maps (alloc.h)
+ *   libc_own.c      qsort, setenv, asprintf done with that heap (glibc's use the program's)
+ *   libelf_error.c  the error state of the libelf linked in statically
  */
 #ifndef FTR_TRACER_H
 #define FTR_TRACER_H

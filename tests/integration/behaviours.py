@@ -307,6 +307,35 @@ def check_fork(r):
     assert ok[0].pid != parents[0].pid, "parent and child sections have the same pid"
 
 
+MALLOC_PARENT = {"main": 1, "main;malloc": 5, "main;calloc": 2, "main;realloc": 3,
+                 "main;free": 4, "main;counts": 2, "main;forker": 1, "main;parent_report": 1}
+MALLOC_CHILD = {"main": 1, "main;forker": 1, "main;forker;child_main": 1}
+MALLOC_CHILD.update(("main;forker;child_main;" + f, n) for f, n in (
+    ("malloc", 3), ("calloc", 1), ("realloc", 2), ("posix_memalign", 1), ("free", 2),
+    ("counts", 1)))
+
+
+def check_own_malloc(r):
+    """A program with its own allocator: below main (and the child's child_main) exactly the
+    program's own calls; outside main only the C library's calloc and free (gprof's setup; the
+    TLS of the tracer's threads, which glibc's pthread_create allocates with the program's
+    calloc, and frees when it reuses a stack). The counts from main on, on stdout, hold no
+    call of anyone else (the tracer, libelf, libzstd)."""
+    libc = {"calloc", "free"}
+    assert len(r.sections) == 2, "%d process sections, want 2: %s" % (
+        len(r.sections), [[show(t) for t in s.folded.values()] for s in r.sections])
+    for s, want, want_open in ((r.sections[0], MALLOC_PARENT, []),
+                               (r.sections[1], MALLOC_CHILD, [["main", "forker", "child_main"]])):
+        trees = list(s.folded.values())
+        assert len(trees) == 1, "pid %d: %d threads with calls: %s" % (
+            s.pid, len(trees), [show(t) for t in trees])
+        own = {p: n for p, n in trees[0].items() if p.split(";")[0] == "main"}
+        outside = set(trees[0]) - set(own)
+        assert outside <= libc, "pid %d: outside main: %s" % (s.pid, sorted(outside))
+        assert_trees([own], [want], list(s.open.values()), want_open,
+                     "pid %d: call trees differ" % s.pid)
+
+
 def check_parent_only(r):
     """vfork/spawn/system: the parent's section holds exactly its tree; other sections (traced
     children) are not checked."""
@@ -581,6 +610,10 @@ CASES = {
     "proc-exec": Case("bproc.c", ["exec"], check_exec),
     "proc-daemon": Case("bproc.c", ["daemon"], check_daemon),
     "proc-many": Case("bproc.c", ["many"], check_many),
+    # the program's own malloc & co: the tracer never calls them, in the parent or a child
+    # (built -fno-builtin, as an allocator of its own must be: the compiler would merge calls)
+    "proc-own-malloc": Case("bmalloc.c", [], check_own_malloc, cflags="-fno-builtin",
+                            variant="nobuiltin"),
     # 5. libraries
     "lib-needed": Case("blibs.c", ["needed"], exact([{
         "main": 1, "main;lib_outer": 2, "main;lib_outer;lib_inner": 4,
