@@ -2,7 +2,7 @@
 # Installs what ftrace-run needs to build and test on Debian 12 (run as root; skips what is
 # already there).
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libelf-dev libdw-dev libzstd-dev libcriterion-dev
+pkgs=(build-essential cmake pkg-config libelf-dev libdw-dev libzstd-dev zlib1g-dev libcriterion-dev
       python3 clang clang-format libclang-rt-14-dev)
 # CI (CI=true) or FTR_WITH_CHROMIUM=1 also installs Debian's Chromium, with which the flame
 # graph test renders the SVG headless; without it that test checks the SVG as XML only.
