@@ -479,7 +479,7 @@ static void start_server(void)
     sigfillset(&all);
     ftr_sigguard_real_sigmask(SIG_SETMASK, &all, &old);
     pthread_t th;
-    int rc = pthread_create(&th, &attr, server_main, NULL);
+    int rc = ftr_create_own_thread(&th, &attr, server_main, NULL);
     ftr_sigguard_real_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     if (rc) {

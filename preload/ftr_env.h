@@ -27,7 +27,7 @@
     X(FTR_ENV_THRESHOLD, "FTRACE_THRESHOLD", "keep only calls at least this long (10us, 1ms)")     \
     X(FTR_ENV_DISABLED, "FTRACE_DISABLED", "1: start with tracing off (every site a NOP)")         \
     X(FTR_ENV_LOSSLESS, "FTRACE_LOSSLESS",                                                         \
-      "1: a thread with no free buffer waits for the writer (default: drops, counts)")           \
+      "1: a thread with no free buffer waits for the writer (default: drops, counts)")             \
     X(FTR_ENV_CLOCK, "FTRACE_CLOCK",                                                               \
       "tsc, mono, or auto (default): the TSC where it can be trusted, else CLOCK_MONOTONIC")
 

@@ -58,6 +58,8 @@ static void record_arg(struct ftr_tls *t, uint32_t head, uint64_t tsc, uint32_t 
             goto out;
         }
     }
+    t->inflight = r;
+    SIGNAL_FENCE();
     /* plain moves on x86; atomics so that the writer's concurrent reads are defined */
     __atomic_store_n(&r->tsc, tsc, __ATOMIC_RELAXED);
     __atomic_store_n(&r->arg, arg, __ATOMIC_RELAXED);
@@ -156,10 +158,8 @@ static inline int recording(const struct ftr_tls *t)
            atomic_load_explicit(&ftr_hot.recording, memory_order_relaxed);
 }
 
-void ftr_hook_entry(uint32_t site, uintptr_t *slot)
+static inline void entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot)
 {
-    struct ftr_tls *t = &ftr_tls;
-
     if (unlikely(t->state != FTR_T_ACTIVE)) {
         if (t->state != FTR_T_NEW || t->in_slow) return;
         t->slow_sp = (uintptr_t)slot;
@@ -199,6 +199,9 @@ void ftr_hook_entry(uint32_t site, uintptr_t *slot)
         t->overruns++; /* like the kernel's trace_overrun: the call runs unhooked */
         return;
     }
+    t->building = top;
+    t->inflight = NULL;
+    SIGNAL_FENCE();
     t->top = top + 1; /* reserved: a signal handler from here on pushes above it */
     SIGNAL_FENCE();
     top->ret = ret;
@@ -215,6 +218,52 @@ void ftr_hook_entry(uint32_t site, uintptr_t *slot)
         t->rec_depth++;
         record(t, ftr_rec_head(site, FTR_EV_ENTRY), tsc);
     }
+}
+
+/* The markers tell a jump out of a signal handler that it abandons a hook it interrupted
+ * (ftr_close_frames_below): a nested run (the handler's own hooks) puts the outer's back. */
+struct marks {
+    uintptr_t hook_sp;
+    struct ftr_shadow *building, *exiting;
+    struct ftr_rec *inflight;
+};
+static int settle_abandoned(struct ftr_tls *t, uintptr_t sp, uintptr_t here);
+
+/* A hook that runs above the stack address of a hook still marked as running, on the same
+ * stack, runs in a frame that hook's is gone from: it was left for good (an asynchronous
+ * cancellation unwound it, and this runs in a cleanup handler). */
+static __attribute__((noinline)) void left_behind(struct ftr_tls *t, uintptr_t sp)
+{
+    if (ftr_stack_class(t, sp) == ftr_stack_class(t, t->hook_sp))
+        settle_abandoned(t, sp, t->hook_sp);
+}
+
+static inline struct marks marks_enter(struct ftr_tls *t, uintptr_t sp)
+{
+    if (unlikely(t->hook_sp) && sp > t->hook_sp) left_behind(t, sp);
+    struct marks m = {t->hook_sp, t->building, t->exiting, t->inflight};
+    t->building = t->exiting = NULL;
+    SIGNAL_FENCE();
+    t->hook_sp = sp;
+    SIGNAL_FENCE();
+    return m;
+}
+static inline void marks_leave(struct ftr_tls *t, const struct marks *m)
+{
+    SIGNAL_FENCE();
+    t->hook_sp = m->hook_sp;
+    SIGNAL_FENCE();
+    t->building = m->building;
+    t->exiting = m->exiting;
+    t->inflight = m->inflight;
+}
+
+void ftr_hook_entry(uint32_t site, uintptr_t *slot)
+{
+    struct ftr_tls *t = &ftr_tls;
+    struct marks m = marks_enter(t, (uintptr_t)slot);
+    entry(t, site, slot);
+    marks_leave(t, &m);
 }
 
 static __attribute__((noreturn)) void lost_return(void)
@@ -247,6 +296,12 @@ static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_
                 g->ret = 0;
                 return ret;
             }
+        }
+        struct ftr_foreign q = {slot, 0};
+        ftr_call_saving(ftr_foreign_return, &q); /* a coroutine resumed on another thread */
+        if (q.ret) {
+            *(volatile uintptr_t *)slot = q.ret;
+            return q.ret;
         }
         lost_return();
     }
@@ -287,9 +342,8 @@ static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_
     return ret;
 }
 
-uintptr_t ftr_hook_exit(uintptr_t sp)
+static inline uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp)
 {
-    struct ftr_tls *t = &ftr_tls;
     uintptr_t slot = sp - sizeof(uintptr_t);
     uint64_t tsc = ftr_rdtsc();
 
@@ -307,13 +361,80 @@ uintptr_t ftr_hook_exit(uintptr_t sp)
     SIGNAL_FENCE();
     do {
         top--;
+        t->exiting = top;
+        t->inflight = NULL;
+        SIGNAL_FENCE();
         if (!(unlikely(ftr_hot.threshold_ticks) && rewind_short(t, top, tsc)))
             retire(t, top, FTR_EV_EXIT, tsc);
         top->slot = 0;
+        SIGNAL_FENCE();
     } while (top > lo);
+    t->exiting = NULL;
     SIGNAL_FENCE();
     t->top = top;
     return ret;
+}
+
+uintptr_t ftr_hook_exit(uintptr_t sp)
+{
+    struct ftr_tls *t = &ftr_tls;
+    struct marks m = marks_enter(t, sp);
+    uintptr_t ret = exit_hook(t, sp);
+    marks_leave(t, &m);
+    return ret;
+}
+
+/* The record the abandoned hook reserved last was written (its head is). */
+static int inflight_written(const struct ftr_tls *t)
+{
+    return t->inflight && __atomic_load_n(&t->inflight->head, __ATOMIC_RELAXED) != 0;
+}
+
+static void recount(struct ftr_tls *t)
+{
+    uint32_t rec = 0, graph = 0, notrace = 0;
+    for (const struct ftr_shadow *e = t->shadow_base; e < t->top; e++) {
+        if (!e->slot) continue;
+        rec += !!(e->flags & FTR_SH_RECORDED);
+        graph += !!(e->flags & FTR_SH_TRIGGER);
+        notrace += !!(e->flags & FTR_SH_NOTRACE);
+    }
+    t->rec_depth = rec;
+    t->graph_open = graph;
+    t->notrace_open = notrace;
+}
+
+/* A jump (longjmp & co, from unwind.c) to stack address sp leaves a hook that a signal handler
+ * interrupted, for good: what it was doing is settled here. The entry it was building is dropped
+ * (not published yet: it is given an address in the frames left, so it closes with them) or
+ * keeps its RECORDED mark only if its ENTRY was written; the entry it was popping loses it if
+ * its EXIT was; entries an exit or a resynchronisation had emptied come off the top; the
+ * counters are recounted from the shadow stack. */
+static int settle_abandoned(struct ftr_tls *t, uintptr_t sp, uintptr_t here)
+{
+    if (!t->hook_sp || sp <= t->hook_sp) return 0;
+    struct ftr_shadow *b = t->building, *x = t->exiting;
+    if (b && t->shadow_base && b >= t->shadow_base && b < t->top) {
+        if (!b->slot) {
+            b->flags &= ~FTR_SH_RECORDED;
+            b->slot = here;
+        } else if ((b->flags & FTR_SH_RECORDED) && !inflight_written(t)) {
+            b->flags &= ~FTR_SH_RECORDED; /* its ENTRY never made it: nor will its end */
+        }
+    }
+    if (x && t->shadow_base && x >= t->shadow_base && x < t->top && x->slot &&
+        (x->flags & FTR_SH_RECORDED) && inflight_written(t))
+        x->flags &= ~FTR_SH_RECORDED; /* its EXIT is written: no UNWIND after it */
+    t->building = t->exiting = NULL;
+    t->inflight = NULL;
+    t->hook_sp = 0;
+    t->filling = 0;
+    if (t->shadow_base) {
+        while (t->top > t->shadow_base && !t->top[-1].slot)
+            t->top--;
+        recount(t);
+    }
+    return 1;
 }
 
 void ftr_close_frames_below(uintptr_t sp, int inclusive)
@@ -326,33 +447,43 @@ void ftr_close_frames_below(uintptr_t sp, int inclusive)
         ftr_slow_busy = 0;
         if (t->state == FTR_T_OFF && !t->thr) t->state = FTR_T_NEW;
     }
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    int abandoned = settle_abandoned(t, sp, here);
     if (!t->shadow_base) return;
     uint64_t tsc = ftr_rdtsc();
     struct ftr_shadow *top = t->top;
     /* A jump off the stack we are on (siglongjmp out of a sigaltstack handler): every frame of
      * this stack at the top of the shadow stack is left for good. */
-    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
     uint32_t cls = ftr_stack_class(t, here);
-    if (cls != ftr_stack_class(t, sp)) {
-        while (top > t->shadow_base && top[-1].slot && ftr_stack_class(t, top[-1].slot) == cls) {
+    int off_stack = cls != ftr_stack_class(t, sp);
+    for (;;) {
+        struct ftr_shadow *was = top;
+        while (abandoned && top > t->shadow_base && !top[-1].slot)
+            top--;
+        while (off_stack && top > t->shadow_base && top[-1].slot &&
+               ftr_stack_class(t, top[-1].slot) == cls) {
             top--;
             bury(t, top);
             retire(t, top, FTR_EV_UNWIND, tsc);
             top->slot = 0;
         }
+        top = close_dead(t, top, sp, inclusive, tsc);
+        if (top == was) break;
     }
-    t->top = close_dead(t, top, sp, inclusive, tsc);
+    t->top = top;
 }
 
 void ftr_close_all_frames(void)
 {
     struct ftr_tls *t = &ftr_tls;
+    /* the thread ends (a cancellation, pthread_exit) maybe from a handler inside a hook */
+    settle_abandoned(t, UINTPTR_MAX, (uintptr_t)__builtin_frame_address(0));
     if (!t->shadow_base) return;
     uint64_t tsc = ftr_rdtsc();
     struct ftr_shadow *top = t->top;
     while (top > t->shadow_base) {
         top--;
-        retire(t, top, FTR_EV_UNWIND, tsc);
+        if (top->slot) retire(t, top, FTR_EV_UNWIND, tsc);
         top->slot = 0;
     }
     t->top = top;

@@ -380,9 +380,22 @@ static void on_exit_handler(int status, void *arg)
     exit_status_known = 1;
 }
 
+/* exit() called again from an exit handler (one registered before main runs after ours): the
+ * process ends with that status. */
+typedef void (*exit_fn)(int) __attribute__((noreturn));
+static exit_fn real_exit;
+__attribute__((visibility("default"), noreturn)) void exit(int status)
+{
+    if (!real_exit) real_exit = (exit_fn)dlsym(RTLD_NEXT, "exit");
+    exit_status = status;
+    exit_status_known = 1;
+    if (real_exit) real_exit(status);
+    _exit(status);
+}
+
 /* quick_exit(): the at_quick_exit() handlers, then glibc's internal _exit (not ours). Ours is
- * registered just before main, so it runs after the program's, with the status kept by the
- * wrapper. */
+ * registered in our constructor, before the program's constructors and main can register
+ * theirs, so it runs after all of them, with the status kept by the wrapper. */
 static int quick_status;
 static void on_quick_exit(void)
 {
@@ -449,7 +462,6 @@ static int main_wrapper(int argc, char **argv, char **envp)
 {
     if (ftr_g.ready) {
         on_exit(on_exit_handler, NULL);
-        at_quick_exit(on_quick_exit);
         disarm_gprof();
     }
     return real_main(argc, argv, envp);
@@ -670,6 +682,7 @@ __attribute__((constructor)) static void ftr_init(void)
     ftr_stw_ignore((int)ftr_writer_tid);
     pthread_atfork(fork_prepare, fork_parent, ftr_child_after_fork);
     atomic_store(&ftr_hot.recording, 1);
+    at_quick_exit(on_quick_exit);
     ftr_g.ready = 1;
     install_fatal_handlers();
     if (ftr_modules_patch(err, sizeof err) < 0)

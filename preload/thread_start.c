@@ -45,6 +45,20 @@ static void stack_of(struct ftr_thread *r, const pthread_attr_t *attr)
     }
 }
 
+/* Our own threads (the writer, the control server): not set up for tracing, and nothing glibc
+ * runs of the program's while creating them (its free(), on a reused stack) is recorded as if
+ * the program had called it. */
+int ftr_create_own_thread(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+    if (!real_create) real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
+    if (!real_create) return EAGAIN;
+    uint32_t state = ftr_tls.state;
+    if (state == FTR_T_ACTIVE) ftr_tls.state = FTR_T_OFF;
+    int rc = real_create(th, attr, fn, arg);
+    if (state == FTR_T_ACTIVE) ftr_tls.state = state;
+    return rc;
+}
+
 EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
     if (!real_create) real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");

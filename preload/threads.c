@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <string.h>
@@ -61,7 +62,7 @@ static void pool_put(struct ftr_chunk *c)
 {
     uint64_t h = atomic_load(&pool_head), nh;
     do {
-        c->next_free = (uint32_t)h;
+        __atomic_store_n(&c->next_free, (uint32_t)h, __ATOMIC_RELAXED);
         nh = ((h >> 32) + 1) << 32 | (c->index + 1);
     } while (!atomic_compare_exchange_weak(&pool_head, &h, nh));
 }
@@ -239,14 +240,41 @@ void ftr_thread_init_slow(void *reserved)
  * thread: the thread's end (thread_end) waits while the writer is inside this read. */
 static int tls_enter(struct ftr_thread *r)
 {
-    atomic_store(&r->reading, 1);
+    atomic_fetch_add(&r->reading, 1); /* a count: the writer and a foreign return may both read */
     if (atomic_load(&r->state) == REC_LIVE && r->tls) return 1;
-    atomic_store(&r->reading, 0);
+    atomic_fetch_sub(&r->reading, 1);
     return 0;
 }
 static void tls_leave(struct ftr_thread *r)
 {
-    atomic_store(&r->reading, 0);
+    atomic_fetch_sub(&r->reading, 1);
+}
+
+/* A coroutine hooked a frame on one thread and returns from it on another (a fiber scheduler
+ * moves it): this thread has no entry for the slot; the thread that hooked it has, in its
+ * shadow stack or its graveyard (both in its record's mapping, which stays mapped). The entry
+ * is only read: the thread it belongs to may be moving its entries; its copy is left there, on
+ * a stack that thread never returns on. */
+void ftr_foreign_return(void *arg)
+{
+    struct ftr_foreign *q = arg;
+    for (struct ftr_thread *r = atomic_load(&threads); r && !q->ret; r = r->next) {
+        if (r == ftr_tls.thr || !tls_enter(r)) continue;
+        const struct ftr_shadow *top = __atomic_load_n(&r->tls->top, __ATOMIC_ACQUIRE);
+        tls_leave(r);
+        const struct ftr_shadow *base = r->shadow;
+        if (top < base || top > base + ftr_cfg.shadow_entries) continue;
+        for (const struct ftr_shadow *e = top; e > base; e--) {
+            if (__atomic_load_n(&e[-1].slot, __ATOMIC_RELAXED) != q->slot) continue;
+            const struct ftr_shadow *lo = e - 1; /* the lowest of a tail-call group has it */
+            while (lo > base && lo[-1].slot == q->slot)
+                lo--;
+            if (lo->ret != (uintptr_t)ftr_tramp_return) q->ret = lo->ret;
+            break;
+        }
+        for (unsigned i = 0; i < FTR_GRAVE_SIZE && !q->ret; i++)
+            if (r->grave[i].slot == q->slot && r->grave[i].ret) q->ret = r->grave[i].ret;
+    }
 }
 
 struct ftr_rec *ftr_thread_pos(struct ftr_thread *r)
@@ -292,6 +320,12 @@ static void thread_destructor(void *arg)
 {
     struct ftr_thread *r = arg;
     if (ftr_tls.thr != r) return;
+    /* Ours was made first (the constructor), so it runs before the program's key destructors,
+     * which may call traced code: come back for glibc's later rounds (it makes them while any
+     * key is set; PTHREAD_DESTRUCTOR_ITERATIONS of them), and end at the last. */
+    if (++ftr_tls.dtor_rounds < PTHREAD_DESTRUCTOR_ITERATIONS &&
+        pthread_setspecific(thread_key, r) == 0)
+        return;
     ftr_close_all_frames(); /* left by pthread_exit() or cancellation: they end with the thread */
     thread_end(r);
 }

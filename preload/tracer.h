@@ -69,6 +69,13 @@ struct ftr_tls {
     struct ftr_shadow *shadow_end;
     uint32_t state;               /* enum ftr_tstate */
     uint32_t in_slow;             /* inside the slow path: nested hooks do not record */
+    uintptr_t hook_sp;            /* a hook runs just below this stack address (0: none), ... */
+    struct ftr_shadow *building;  /* ... building this entry: a jump past hook_sp (siglongjmp out
+                                     of a handler that interrupted the hook) abandons them */
+    struct ftr_shadow *exiting;   /* ... or popping this one (its EXIT being recorded) */
+    struct ftr_rec *inflight;     /* the record slot the hook reserved last (its head written
+                                     or not tells whether the record was) */
+    uint32_t dtor_rounds;         /* threads.c: rounds of key destructors seen at its end */
     uintptr_t slow_sp;            /* a hook's slow path runs above this stack address (0: none):
                                      a jump past it abandons the slow path (siglongjmp out of a
                                      handler that interrupted it) */
@@ -221,7 +228,16 @@ struct ftr_thread {
 /* First hook in a thread (reserved: NULL), or the start wrapper before the start routine
  * (reserved: the record it took in the creating thread). Any context: mmap only, no lock. */
 void ftr_thread_init_slow(void *reserved) FTR_HIDDEN;
+/* A return whose frame was hooked by another thread (a coroutine resumed there): that entry's
+ * real return address, read from the other thread's shadow stack (ret 0: none). */
+struct ftr_foreign {
+    uintptr_t slot, ret;
+};
+void ftr_foreign_return(void *q) FTR_HIDDEN;
 struct ftr_thread *ftr_thread_reserve(void) FTR_HIDDEN; /* NULL: not tracing (yet) */
+/* thread_start.c: pthread_create() for our own threads (never traced, nothing recorded) */
+int ftr_create_own_thread(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),
+                          void *arg) FTR_HIDDEN;
 void ftr_thread_unreserve(struct ftr_thread *r) FTR_HIDDEN;
 void ftr_chunk_full_slow(void *unused) FTR_HIDDEN; /* current chunk is full */
 void ftr_thread_off(void) FTR_HIDDEN;              /* this thread stops recording */

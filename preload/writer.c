@@ -203,8 +203,7 @@ static void write_process_chunk(void)
                                       (double)(now_ns - ftr_start_raw_ns));
     }
     ftr_process.tsc_hz = ftr_g.tsc_hz;
-    ftr_process.tsc_calibration =
-        ftr_hot.clock_mono ? FTR_TSC_CAL_MONOTONIC : FTR_TSC_CAL_MEASURED;
+    ftr_process.tsc_calibration = ftr_hot.clock_mono ? FTR_TSC_CAL_MONOTONIC : FTR_TSC_CAL_MEASURED;
     ftr_enc_process(enc, &ftr_process, &out);
     process_written = 1;
 }
@@ -453,7 +452,7 @@ int ftr_writer_start(char *err, size_t errlen)
     sigset_t all, old;
     sigfillset(&all);
     ftr_sigguard_real_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&writer_thread, NULL, writer_main, NULL);
+    int rc = ftr_create_own_thread(&writer_thread, NULL, writer_main, NULL);
     ftr_sigguard_real_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) {
         snprintf(err, errlen, "cannot start the writer thread: %s", strerror(rc));

@@ -41,6 +41,10 @@ uint64_t ftr_start_raw_ns, ftr_start_cal_tsc;
 uint8_t *ftr_site_flags;
 uint32_t ftr_xsave_size;
 void ftr_slow_area_free(void) {}
+int ftr_create_own_thread(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+    return pthread_create(th, attr, fn, arg);
+}
 __thread uint32_t ftr_slow_busy;
 
 void ftr_tramp_return(void)
