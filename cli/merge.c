@@ -23,6 +23,7 @@ struct cursor {
     struct ftr_event cur, nxt;
     uint32_t cur_seq, nxt_seq;
     int has_nxt;
+    uint64_t floor; /* the thread's latest tsc: its times never go back (see fetch) */
     struct cursor *free_next;
 };
 
@@ -71,6 +72,10 @@ static int fetch(struct frp_merge *m, struct cursor *c, struct ftr_event *ev, ui
         if (__builtin_expect(c->live, 1)) {
             int rc = ftr_dec_events_next(&c->it, ev);
             if (__builtin_expect(rc == 1, 1)) {
+                /* A piece may start before the end of the one before it in time (report.c,
+                 * order_pieces): held back like the writer does inside a chunk. */
+                if (__builtin_expect(ev->tsc < c->floor, 0)) ev->tsc = c->floor;
+                c->floor = ev->tsc;
                 *seq = c->chunk_seq;
                 return 1;
             }
@@ -130,6 +135,7 @@ static int open_cursor(struct frp_merge *m, struct frp_thread *t)
     c->ci = t->first_chunk;
     c->cend = t->first_chunk + t->nchunks;
     c->live = 0;
+    c->floor = 0;
     int rc = fetch(m, c, &c->cur, &c->cur_seq);
     if (rc <= 0) {
         release(m, c);

@@ -320,7 +320,8 @@ static int index_events(struct frp_report *r, const struct ftr_chunk_hdr *h, uin
     if (!t ||
         frp_grow((void **)&r->chunks, &pv->chunks_cap, (size_t)r->nchunks + 1, sizeof *r->chunks))
         return FTR_E_NOMEM;
-    r->chunks[r->nchunks] = (struct frp_chunk){off, h->tsc_first, h->tsc_last, t->idx, r->nchunks};
+    r->chunks[r->nchunks] =
+        (struct frp_chunk){off, h->tsc_first, h->tsc_last, h->seq, t->idx, r->nchunks, 0};
     r->nchunks++;
     t->nchunks++;
     if (h->tsc_first < t->tsc_first) t->tsc_first = h->tsc_first;
@@ -381,6 +382,45 @@ static int cmp_chunk(const void *a, const void *b)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+/* Format 2: a thread's pieces in the order of their slots (their seq), whatever their times. */
+static int cmp_piece(const void *a, const void *b)
+{
+    const struct frp_chunk *x = a, *y = b;
+    if (x->thread != y->thread) return x->thread < y->thread ? -1 : 1;
+    if (x->epoch != y->epoch) return x->epoch < y->epoch ? -1 : 1;
+    if (x->piece != y->piece) return x->piece < y->piece ? -1 : 1;
+    return cmp_chunk(a, b);
+}
+
+/* The time of a record is read before its slot is taken: a signal handler running in between
+ * puts its own records in the slots before it. So a thread's pieces (a writer flushes a
+ * thread's chunk in pieces) may start with times out of their order, and their place in the
+ * file does not follow it either (a full chunk may be written after a piece of the next one).
+ * Their seq tells their order, within one life of the thread: seq counts from 0 again when the
+ * kernel gives the tid to a new thread. Lives are found in time order (they do not overlap): a
+ * piece of seq 0 starts one, unless the current life has none yet (its first piece then came
+ * later in time than a second one, as above). Files of format 1 have no seq: time order. */
+static void order_pieces(struct frp_report *r)
+{
+    if (r->version_major < 2) return;
+    uint32_t epoch = 0, thread = UINT32_MAX;
+    int seen0 = 0;
+    for (uint32_t i = 0; i < r->nchunks; i++) {
+        struct frp_chunk *c = &r->chunks[i];
+        if (c->thread != thread) {
+            thread = c->thread;
+            epoch = 0;
+            seen0 = 0;
+        }
+        if (c->piece == 0) {
+            epoch += seen0;
+            seen0 = 1;
+        }
+        c->epoch = epoch;
+    }
+    qsort(r->chunks, r->nchunks, sizeof *r->chunks, cmp_piece);
+}
+
 static int cmp_start(const void *a, const void *b)
 {
     const struct frp_process *x = *(struct frp_process *const *)a;
@@ -393,7 +433,10 @@ static int cmp_start(const void *a, const void *b)
 
 static int finish(struct frp_report *r)
 {
-    if (r->nchunks) qsort(r->chunks, r->nchunks, sizeof *r->chunks, cmp_chunk);
+    if (r->nchunks) {
+        qsort(r->chunks, r->nchunks, sizeof *r->chunks, cmp_chunk);
+        order_pieces(r);
+    }
     for (uint32_t i = 0; i < r->nchunks; i++) {
         struct frp_thread *t = r->threads[r->chunks[i].thread];
         if (i == 0 || r->chunks[i - 1].thread != t->idx) t->first_chunk = i;

@@ -99,12 +99,16 @@ struct frp_thread {
     int selected;
 };
 
-/* Index entry of one EVENTS chunk (sorted by thread, then time, then file order). */
+/* Index entry of one EVENTS chunk. Sorted by thread, then in the thread's order: by piece (the
+ * header's seq, format 2) within each life of the thread (epoch: a tid used again is a new
+ * life), else (format 1) by time, then file order. */
 struct frp_chunk {
     uint64_t offset;
     uint64_t tsc_first, tsc_last;
+    uint64_t piece;  /* the header's seq: where its first slot lies in its thread's stream */
     uint32_t thread; /* index into report->threads */
     uint32_t seq;    /* position among the file's EVENTS chunks: the merge's tie-breaker */
+    uint32_t epoch;  /* which life of its tid (format 2; see order_pieces in report.c) */
 };
 
 struct frp_report_priv;

@@ -406,12 +406,20 @@ static void write_chunk_hdr(uint8_t *p, const struct ftr_chunk_hdr *h)
     ftr_wr_le32(p + 16, h->payload_size);
     ftr_wr_le64(p + 20, h->tsc_first);
     ftr_wr_le64(p + 28, h->tsc_last);
-    ftr_wr_le32(p + 36, fnv1a(p, 36));
+    ftr_wr_le64(p + 36, h->seq);
+    ftr_wr_le32(p + HDR - 4, fnv1a(p, HDR - 4));
 }
 
-int ftr_chunk_hdr_decode(const uint8_t *p, struct ftr_chunk_hdr *h)
+size_t ftr_chunk_hdr_size(unsigned major)
 {
-    if (ftr_rd_le32(p) != FTR_CHUNK_MAGIC || ftr_rd_le32(p + 36) != fnv1a(p, 36)) return 0;
+    return major == 1 ? FTR_CHUNK_HEADER_SIZE_V1 : major == FTR_FORMAT_MAJOR ? HDR : 0;
+}
+
+/* Both layouts share bytes 0..35; 2.x adds seq at 36; the check is the last 4 bytes. */
+int ftr_chunk_hdr_decode_sized(const uint8_t *p, size_t size, struct ftr_chunk_hdr *h)
+{
+    if (ftr_rd_le32(p) != FTR_CHUNK_MAGIC || ftr_rd_le32(p + size - 4) != fnv1a(p, size - 4))
+        return 0;
     h->type = ftr_rd_le16(p + 4);
     h->flags = ftr_rd_le16(p + 6);
     h->pid = ftr_rd_le32(p + 8);
@@ -419,12 +427,18 @@ int ftr_chunk_hdr_decode(const uint8_t *p, struct ftr_chunk_hdr *h)
     h->payload_size = ftr_rd_le32(p + 16);
     h->tsc_first = ftr_rd_le64(p + 20);
     h->tsc_last = ftr_rd_le64(p + 28);
+    h->seq = size >= HDR ? ftr_rd_le64(p + 36) : 0;
     return h->payload_size <= FTR_CHUNK_MAX_PAYLOAD;
+}
+
+int ftr_chunk_hdr_decode(const uint8_t *p, struct ftr_chunk_hdr *h)
+{
+    return ftr_chunk_hdr_decode_sized(p, HDR, h);
 }
 
 /* Compresses e->raw behind a chunk header appended to out. */
 static int emit_chunk(struct ftr_enc *e, unsigned type, uint32_t pid, uint32_t tid,
-                      uint64_t tsc_first, uint64_t tsc_last, struct ftr_buf *out)
+                      uint64_t tsc_first, uint64_t tsc_last, uint64_t seq, struct ftr_buf *out)
 {
     if (e->raw.len > FTR_CHUNK_MAX_RAW) return FTR_E_TOO_BIG;
     size_t bound = ZSTD_compressBound(e->raw.len);
@@ -439,7 +453,8 @@ static int emit_chunk(struct ftr_enc *e, unsigned type, uint32_t pid, uint32_t t
                               .tid = tid,
                               .payload_size = (uint32_t)zn,
                               .tsc_first = tsc_first,
-                              .tsc_last = tsc_last};
+                              .tsc_last = tsc_last,
+                              .seq = seq};
     write_chunk_hdr(p, &h);
     out->len += HDR + zn;
     return FTR_OK;
@@ -449,7 +464,7 @@ int ftr_enc_process(struct ftr_enc *e, const struct ftr_process_info *pi, struct
 {
     e->raw.len = 0;
     int rc = enc_fields(&e->raw, FIELDS(process_fields), pi);
-    return rc ? rc : emit_chunk(e, FTR_CHUNK_PROCESS, pi->pid, 0, 0, 0, out);
+    return rc ? rc : emit_chunk(e, FTR_CHUNK_PROCESS, pi->pid, 0, 0, 0, 0, out);
 }
 
 int ftr_enc_module(struct ftr_enc *e, uint32_t pid, const struct ftr_module_info *mi,
@@ -457,7 +472,7 @@ int ftr_enc_module(struct ftr_enc *e, uint32_t pid, const struct ftr_module_info
 {
     e->raw.len = 0;
     int rc = enc_fields(&e->raw, FIELDS(module_fields), mi);
-    return rc ? rc : emit_chunk(e, FTR_CHUNK_MODULE, pid, 0, 0, 0, out);
+    return rc ? rc : emit_chunk(e, FTR_CHUNK_MODULE, pid, 0, 0, 0, 0, out);
 }
 
 int ftr_enc_thread(struct ftr_enc *e, uint32_t pid, const struct ftr_thread_info *ti,
@@ -465,14 +480,14 @@ int ftr_enc_thread(struct ftr_enc *e, uint32_t pid, const struct ftr_thread_info
 {
     e->raw.len = 0;
     int rc = enc_fields(&e->raw, FIELDS(thread_fields), ti);
-    return rc ? rc : emit_chunk(e, FTR_CHUNK_THREAD, pid, ti->tid, 0, 0, out);
+    return rc ? rc : emit_chunk(e, FTR_CHUNK_THREAD, pid, ti->tid, 0, 0, 0, out);
 }
 
 int ftr_enc_end(struct ftr_enc *e, uint32_t pid, const struct ftr_end_info *ei, struct ftr_buf *out)
 {
     e->raw.len = 0;
     int rc = enc_fields(&e->raw, FIELDS(end_fields), ei);
-    return rc ? rc : emit_chunk(e, FTR_CHUNK_END, pid, 0, 0, 0, out);
+    return rc ? rc : emit_chunk(e, FTR_CHUNK_END, pid, 0, 0, 0, 0, out);
 }
 
 int ftr_enc_sites(struct ftr_enc *e, uint32_t pid, uint32_t module_id,
@@ -506,7 +521,7 @@ int ftr_enc_sites(struct ftr_enc *e, uint32_t pid, uint32_t module_id,
             off += (uint32_t)l;
         }
     }
-    return emit_chunk(e, FTR_CHUNK_SITES, pid, 0, 0, 0, out);
+    return emit_chunk(e, FTR_CHUNK_SITES, pid, 0, 0, 0, 0, out);
 }
 
 /* ======================================= events ====================================== */
@@ -562,6 +577,12 @@ static inline int get_varint(const uint8_t **pp, const uint8_t *end, uint64_t *v
 int ftr_enc_events(struct ftr_enc *e, uint32_t pid, uint32_t tid, const struct ftr_rec *r, size_t n,
                    struct ftr_buf *out)
 {
+    return ftr_enc_events_at(e, pid, tid, 0, r, n, out);
+}
+
+int ftr_enc_events_at(struct ftr_enc *e, uint32_t pid, uint32_t tid, uint64_t seq,
+                      const struct ftr_rec *r, size_t n, struct ftr_buf *out)
+{
     size_t i = 0;
     while (i < n && r[i].head == 0)
         i++; /* leading empty slots */
@@ -594,7 +615,7 @@ int ftr_enc_events(struct ftr_enc *e, uint32_t pid, uint32_t tid, const struct f
     ftr_wr_le32(e->raw.data + 4, (uint32_t)heads_len);
     memcpy(hp, deltas, deltas_len);
     e->raw.len = 8 + heads_len + deltas_len;
-    return emit_chunk(e, FTR_CHUNK_EVENTS, pid, tid, first, prev, out);
+    return emit_chunk(e, FTR_CHUNK_EVENTS, pid, tid, first, prev, seq, out);
 }
 
 int ftr_dec_events_begin(const struct ftr_chunk_hdr *h, const uint8_t *p, size_t n,

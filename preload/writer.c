@@ -157,11 +157,14 @@ static void count(const struct ftr_rec *r, size_t n)
     calls_total += calls;
 }
 
-static void encode(uint32_t tid, const struct ftr_rec *r, size_t n)
+/* r[0] is slot seq of the thread's stream: the header's seq orders the thread's pieces for the
+ * reader (neither their time nor their place in the file does: a signal handler's records may
+ * precede, in the slots, a record whose clock was read before it ran). */
+static void encode(uint32_t tid, uint64_t seq, const struct ftr_rec *r, size_t n)
 {
     if (!n) return;
     count(r, n);
-    ftr_enc_events(enc, ftr_g.pid, tid, r, n, &out);
+    ftr_enc_events_at(enc, ftr_g.pid, tid, seq, r, n, &out);
 }
 
 #define CALIBRATION_NS 2000000 /* 2 ms against CLOCK_MONOTONIC_RAW: about 1e-4 relative error */
@@ -230,7 +233,7 @@ static void take_partial(struct ftr_thread *thr, void *arg)
         }
     }
     /* encoded right away: under reg_lock, but a partial flush is once per period */
-    encode(c->tid, scratch, n);
+    encode(c->tid, c->seq0 + from, scratch, n);
 }
 
 /* THREAD chunks name the threads: when one has ended (its final name), and at the end for
@@ -270,7 +273,7 @@ static void write_pending(int partial)
     pthread_mutex_unlock(&w_lock);
     for (struct ftr_chunk *c = ftr_take_full_chunks(), *next; c; c = next) {
         next = c->next;
-        encode(c->tid, c->rec + c->flushed, c->nrec - c->flushed);
+        encode(c->tid, c->seq0 + c->flushed, c->rec + c->flushed, c->nrec - c->flushed);
         ftr_release_chunk(c);
         if (out.len > (1u << 20)) flush_out();
     }
