@@ -312,6 +312,24 @@ static int load_end(struct frp_report *r, const struct ftr_chunk_hdr *h)
     return FTR_OK;
 }
 
+static int load_mark(struct frp_report *r, const struct ftr_chunk_hdr *h)
+{
+    struct ftr_mark_info mi;
+    int rc = ftr_dec_mark(r->priv->payload.data, r->priv->payload.len, &mi);
+    if (rc) return rc;
+    struct frp_process *p = proc_for(r, h->pid);
+    if (!p) return FTR_E_NOMEM;
+    if ((p->nmarks & (p->nmarks - 1)) == 0) { /* 0, 1, 2, 4...: full, double */
+        void *m = realloc(p->marks, (p->nmarks ? p->nmarks * 2 : 1) * sizeof *p->marks);
+        if (!m) return FTR_E_NOMEM;
+        p->marks = m;
+    }
+    const char *text = arena_str(r->priv, mi.text ? mi.text : "", mi.text ? strlen(mi.text) : 0);
+    if (!text) return FTR_E_NOMEM;
+    p->marks[p->nmarks++] = (struct frp_mark){mi.tsc, mi.what, mi.value, text};
+    return FTR_OK;
+}
+
 static int index_events(struct frp_report *r, const struct ftr_chunk_hdr *h, uint64_t off)
 {
     struct frp_report_priv *pv = r->priv;
@@ -351,11 +369,9 @@ static int load(struct frp_report *r)
             continue;
         }
         static int (*const loaders[])(struct frp_report *, const struct ftr_chunk_hdr *) = {
-            [FTR_CHUNK_PROCESS] = load_process,
-            [FTR_CHUNK_MODULE] = load_module,
-            [FTR_CHUNK_SITES] = load_sites,
-            [FTR_CHUNK_THREAD] = load_thread,
-            [FTR_CHUNK_END] = load_end};
+            [FTR_CHUNK_PROCESS] = load_process, [FTR_CHUNK_MODULE] = load_module,
+            [FTR_CHUNK_SITES] = load_sites,     [FTR_CHUNK_THREAD] = load_thread,
+            [FTR_CHUNK_END] = load_end,         [FTR_CHUNK_MARK] = load_mark};
         if (h.type >= sizeof loaders / sizeof *loaders || !loaders[h.type])
             continue; /* a newer writer's chunk: not ours to understand */
         rc = ftr_reader_payload(pv->rd, &pv->payload);
@@ -421,6 +437,12 @@ static void order_pieces(struct frp_report *r)
     qsort(r->chunks, r->nchunks, sizeof *r->chunks, cmp_piece);
 }
 
+static int cmp_mark(const void *a, const void *b)
+{
+    const struct frp_mark *x = a, *y = b;
+    return x->tsc < y->tsc ? -1 : x->tsc > y->tsc; /* qsort is not stable: ties are rare */
+}
+
 static int cmp_start(const void *a, const void *b)
 {
     const struct frp_process *x = *(struct frp_process *const *)a;
@@ -448,6 +470,7 @@ static int finish(struct frp_report *r)
     struct frp_hmap latest = {0};
     for (uint32_t i = 0; i < r->nprocs; i++) {
         struct frp_process *p = r->procs[i];
+        if (p->nmarks > 1) qsort(p->marks, p->nmarks, sizeof *p->marks, cmp_mark);
         uint64_t phz = p->tsc_hz ? p->tsc_hz : hz;
         p->ns_per_tick = phz ? 1e9 / (double)phz : 1.0;
         p->clock_guessed = !phz;
@@ -537,6 +560,7 @@ void frp_report_close(struct frp_report *r)
         free(r->procs[i]->modules);
         free(r->procs[i]->sites);
         free(r->procs[i]->meta);
+        free(r->procs[i]->marks);
         free(r->procs[i]);
     }
     for (uint32_t i = 0; i < r->nthreads; i++)

@@ -52,6 +52,7 @@ NAME_FN(ftr_event_kind_name, FTR_EVENT_KINDS)
 NAME_FN(ftr_special_name, FTR_SPECIALS)
 NAME_FN(ftr_tsc_cal_name, FTR_TSC_CALIBRATIONS)
 NAME_FN(ftr_end_how_name, FTR_END_HOWS)
+NAME_FN(ftr_mark_name, FTR_MARKS)
 #undef NAME_FN
 #undef X_CASE
 
@@ -133,6 +134,12 @@ void ftr_buf_free(struct ftr_buf *b)
     X(END_BYTES_RAW, 10, U64, bytes_raw)                                                           \
     X(END_CALLS, 11, U64, calls)
 
+#define MARK_TAGS(X)                                                                               \
+    X(MARK_TSC, 1, U64, tsc)                                                                       \
+    X(MARK_WHAT, 2, U32, what)                                                                     \
+    X(MARK_VALUE, 3, U64, value)                                                                   \
+    X(MARK_TEXT, 4, STR, text)
+
 /* SITES: columns of count entries each; site i is (SITE[i], ADDR[i], FUNC[i], STRTAB+NAME[i]). */
 #define SITES_TAGS(X)                                                                              \
     X(SITES_MODULE_ID, 1, U32, -)                                                                  \
@@ -153,11 +160,13 @@ _Static_assert(sizeof(void *) != 8 || sizeof(struct ftr_site_info) == 32,
 _Static_assert(sizeof(void *) != 8 || sizeof(struct ftr_thread_info) == 24,
                "new thread field: add a THR_ tag");
 _Static_assert(sizeof(struct ftr_end_info) == 80, "new end field: add an END_ tag");
+_Static_assert(sizeof(void *) != 8 || sizeof(struct ftr_mark_info) == 32,
+               "new mark field: add a MARK_ tag");
 
 #define X_TAG_ENUM(name, tag, type, member) name = tag,
 enum {
     PROCESS_TAGS(X_TAG_ENUM) MODULE_TAGS(X_TAG_ENUM) THREAD_TAGS(X_TAG_ENUM) END_TAGS(X_TAG_ENUM)
-        SITES_TAGS(X_TAG_ENUM)
+        MARK_TAGS(X_TAG_ENUM) SITES_TAGS(X_TAG_ENUM)
 };
 #undef X_TAG_ENUM
 
@@ -178,10 +187,12 @@ struct field {
 #define X_MOD(name, tag, type, m) FIELD(struct ftr_module_info, tag, type, m)
 #define X_THR(name, tag, type, m) FIELD(struct ftr_thread_info, tag, type, m)
 #define X_END(name, tag, type, m) FIELD(struct ftr_end_info, tag, type, m)
+#define X_MARK(name, tag, type, m) FIELD(struct ftr_mark_info, tag, type, m)
 static const struct field process_fields[] = {PROCESS_TAGS(X_PROC)};
 static const struct field module_fields[] = {MODULE_TAGS(X_MOD)};
 static const struct field thread_fields[] = {THREAD_TAGS(X_THR)};
 static const struct field end_fields[] = {END_TAGS(X_END)};
+static const struct field mark_fields[] = {MARK_TAGS(X_MARK)};
 #define FIELDS(t) t, ARRAY_SIZE(t)
 
 /* Appends tag and len, reserves len bytes. @return where the value goes, or NULL (no memory) */
@@ -490,6 +501,14 @@ int ftr_enc_end(struct ftr_enc *e, uint32_t pid, const struct ftr_end_info *ei, 
     return rc ? rc : emit_chunk(e, FTR_CHUNK_END, pid, 0, 0, 0, 0, out);
 }
 
+int ftr_enc_mark(struct ftr_enc *e, uint32_t pid, const struct ftr_mark_info *mi,
+                 struct ftr_buf *out)
+{
+    e->raw.len = 0;
+    int rc = enc_fields(&e->raw, FIELDS(mark_fields), mi);
+    return rc ? rc : emit_chunk(e, FTR_CHUNK_MARK, pid, 0, 0, 0, 0, out);
+}
+
 int ftr_enc_sites(struct ftr_enc *e, uint32_t pid, uint32_t module_id,
                   const struct ftr_site_info *s, size_t n, struct ftr_buf *out)
 {
@@ -681,6 +700,11 @@ int ftr_dec_thread(const uint8_t *p, size_t n, struct ftr_thread_info *ti)
 int ftr_dec_end(const uint8_t *p, size_t n, struct ftr_end_info *ei)
 {
     return dec_fields(p, n, FIELDS(end_fields), ei, sizeof(*ei), NULL, 0);
+}
+
+int ftr_dec_mark(const uint8_t *p, size_t n, struct ftr_mark_info *mi)
+{
+    return dec_fields(p, n, FIELDS(mark_fields), mi, sizeof(*mi), NULL, 0);
 }
 
 int ftr_dec_sites(const uint8_t *p, size_t n, uint32_t *module_id, struct ftr_site_info *s,

@@ -68,7 +68,8 @@ const char *ftr_strerror(int err);
     X(FTR_CHUNK_SITES, 3, "sites")     /* the function sites of one module, with names */          \
     X(FTR_CHUNK_EVENTS, 4, "events")   /* entry/exit events of one thread */                       \
     X(FTR_CHUNK_THREAD, 5, "thread")   /* a thread started or ended, its name */                   \
-    X(FTR_CHUNK_END, 6, "end")         /* the process ended: how, and its counters */
+    X(FTR_CHUNK_END, 6, "end")         /* the process ended: how, and its counters */              \
+    X(FTR_CHUNK_MARK, 7, "mark")       /* tracing switched, or its settings changed (ftrace-ctl) */
 
 #define FTR_X_ENUM(name, val, str) name = val,
 enum ftr_chunk_type { FTR_CHUNK_TYPES(FTR_X_ENUM) };
@@ -239,6 +240,26 @@ enum ftr_end_how { FTR_END_HOWS(FTR_X_ENUM) };
 #undef FTR_X_ENUM
 const char *ftr_end_how_name(unsigned how);
 
+/* MARK chunks: what ftrace-ctl changed in a running process, and when (process-wide: written by
+ * the control thread, which is not traced). */
+#define FTR_MARKS(X)                                                                               \
+    X(FTR_MARK_ON, 1, "tracing on")                                                                \
+    X(FTR_MARK_OFF, 2, "tracing off")                                                              \
+    X(FTR_MARK_FILTER, 3, "filter")       /* text: the new filter ("" = every function) */         \
+    X(FTR_MARK_DEPTH, 4, "max-depth")     /* value: the new depth (0 = unlimited) */               \
+    X(FTR_MARK_THRESHOLD, 5, "threshold") /* value: the new threshold, ns (0 = none) */
+#define FTR_X_ENUM(name, val, str) name = val,
+enum ftr_mark_what { FTR_MARKS(FTR_X_ENUM) };
+#undef FTR_X_ENUM
+const char *ftr_mark_name(unsigned what); /* "?" when unknown */
+
+struct ftr_mark_info {
+    uint64_t tsc;
+    uint32_t what; /* enum ftr_mark_what */
+    uint64_t value;
+    const char *text; /* may be NULL */
+};
+
 struct ftr_thread_info {
     uint32_t tid;
     uint32_t what; /* 1 = started, 2 = ended */
@@ -270,6 +291,8 @@ int ftr_enc_thread(struct ftr_enc *e, uint32_t pid, const struct ftr_thread_info
                    struct ftr_buf *out);
 int ftr_enc_end(struct ftr_enc *e, uint32_t pid, const struct ftr_end_info *ei,
                 struct ftr_buf *out);
+int ftr_enc_mark(struct ftr_enc *e, uint32_t pid, const struct ftr_mark_info *mi,
+                 struct ftr_buf *out);
 /*! ftr_enc_events_at() : encodes n hot-path records of one thread as one EVENTS chunk, r[0]
  *  being slot seq of the thread's stream (the chunk header's seq). Empty records (head == 0)
  *  are skipped; a record whose tsc is below its predecessor's is stored with the predecessor's
@@ -339,6 +362,7 @@ int ftr_dec_sites(const uint8_t *p, size_t n, uint32_t *module_id, struct ftr_si
                   size_t cap, size_t *count);
 int ftr_dec_thread(const uint8_t *p, size_t n, struct ftr_thread_info *ti);
 int ftr_dec_end(const uint8_t *p, size_t n, struct ftr_end_info *ei);
+int ftr_dec_mark(const uint8_t *p, size_t n, struct ftr_mark_info *mi);
 
 struct ftr_ev_iter {
     const uint8_t *heads, *heads_end, *deltas, *deltas_end;

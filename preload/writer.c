@@ -91,6 +91,20 @@ void ftr_writer_add_meta(const struct ftr_buf *chunks)
     ftr_wake_writer();
 }
 
+/* A MARK chunk, from the control thread (never from a hook): encoded with an encoder of its
+ * own (the writer's is the writer thread's), queued with the metadata. */
+static struct ftr_enc *mark_enc;
+
+void ftr_writer_mark(unsigned what, uint64_t tsc, uint64_t value, const char *text)
+{
+    struct ftr_mark_info mi = {.tsc = tsc, .what = what, .value = value, .text = text};
+    pthread_mutex_lock(&w_lock);
+    if (!mark_enc) mark_enc = ftr_enc_new(ftr_cfg.zstd_level);
+    if (mark_enc) ftr_enc_mark(mark_enc, ftr_g.pid, &mi, &w_meta);
+    pthread_mutex_unlock(&w_lock);
+    ftr_wake_writer();
+}
+
 /* The trace file's identity, taken when the writer starts: a raw close_range() or close() system
  * call (fdguard.c sees only libc's) can free our number, and the program's next open() takes it:
  * then we must not write into the program's file. */
@@ -358,6 +372,7 @@ void ftr_writer_reset(int after_fork)
     if (after_fork) {
         pthread_mutex_init(&w_lock, NULL);
         enc = NULL; /* the parent's writer may have been inside it: start afresh (leaked) */
+        mark_enc = NULL;
     }
     w_running = 0;
     atomic_store(&w_stop, 0);
