@@ -218,6 +218,15 @@ void frp_chrome_event(struct frp_chrome *c, const struct frp_item *it)
     default: {
         char tmp[80];
         int n;
+        const struct frp_process *p = it->thread->proc;
+        if (ev->site == FRP_SP_MARK && ev->arg < p->nmarks) { /* ftrace-ctl: process-wide */
+            char text[4200];
+            size_t len = frp_mark_text(&p->marks[ev->arg], text, sizeof text);
+            ev_head(c, ct, 'i', ev->tsc, npt);
+            frp_out_lit(&c->out, ",\"s\":\"p\"");
+            name_tail(c, (struct frp_name){text, (uint32_t)len}, "\"}", 2);
+            break;
+        }
         switch (ev->site) {
         case FTR_SP_LOST:
             c->stats.lost += ev->arg;

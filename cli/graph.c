@@ -261,6 +261,16 @@ static void special(struct frp_graph *g, struct gthread *gt, const struct frp_it
     const struct ftr_event *ev = &it->ev;
     char tmp[96];
     int n;
+    const struct frp_process *p = it->thread->proc;
+    if (ev->site == FRP_SP_MARK && ev->arg < p->nmarks) { /* ftrace-ctl; the filter may be long */
+        line_start(g, gt, 0, 0, gt->st.depth, it);
+        char text[4200];
+        size_t len = frp_mark_text(&p->marks[ev->arg], text, sizeof text);
+        frp_out_lit(o, "/* ");
+        frp_out_write(o, text, len);
+        frp_out_lit(o, " */\n");
+        return;
+    }
     switch (ev->site) {
     case FTR_SP_LOST:
         g->stats.lost += ev->arg;

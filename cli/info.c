@@ -131,6 +131,15 @@ static void write_process(struct frp_report *r, struct frp_out *o, const struct 
                                           : "-",
                        t->nchunks, t->nchunks == 1 ? "" : "s");
     }
+    if (p->nmarks) frp_out_printf(o, "  marks       %u (ftrace-ctl), after start:\n", p->nmarks);
+    for (uint32_t i = 0; i < p->nmarks; i++) {
+        const struct frp_mark *m = &p->marks[i];
+        uint64_t t0 = frp_proc_start(p);
+        char when[40], text[4200];
+        frp_fmt_time(when, frp_ticks_to_ns(m->tsc > t0 ? m->tsc - t0 : 0, p->ns_per_tick));
+        frp_mark_text(m, text, sizeof text);
+        frp_out_printf(o, "    %s  %.4000s\n", when, text);
+    }
     frp_out_printf(o, "  modules     %u\n", p->nmodules);
     for (uint32_t i = 0; i < p->nmodules; i++) {
         const struct frp_module *m = &p->modules[i];

@@ -5,6 +5,10 @@
  * chunk and one event of lookahead each), merged by tsc with a binary heap. A cursor is opened
  * when the merge time reaches its thread's first chunk and released when the thread is done,
  * so memory follows the number of threads alive at a time, not the size of the trace.
+ *
+ * A process's marks (what ftrace-ctl changed, process-wide) join the stream at their time as
+ * SPECIAL events (FRP_SP_MARK) of one of its selected threads: its main thread if it is among
+ * them, so that the views show each mark once, in a thread's flow, without knowing of marks.
  */
 #define _GNU_SOURCE /* qsort_r */
 #include "report.h"
@@ -23,11 +27,24 @@ struct cursor {
     struct ftr_event cur, nxt;
     uint32_t cur_seq, nxt_seq;
     int has_nxt;
+    uint64_t floor; /* the thread's latest tsc: its times never go back (see fetch) */
     struct cursor *free_next;
 };
 
+struct mmark {
+    uint64_t tsc;
+    struct frp_thread *host; /* the thread that shows it */
+    uint32_t idx;            /* in host->proc->marks */
+};
+
+/* The successor of a mark whose thread has no event waiting in the merge (not started, or
+ * done): a special event no view takes for an exit, nor for the end of the thread. */
+static const struct ftr_event mark_unknown_next = {0, UINT32_MAX, FTR_EV_SPECIAL, 0};
+
 struct frp_merge {
     struct frp_report *r;
+    struct mmark *marks; /* of the merged processes, in time order */
+    uint32_t nmarks, imark;
     struct frp_thread **pend; /* threads not yet opened, by first chunk */
     uint32_t npend, ipend;
     struct cursor **heap;
@@ -71,6 +88,10 @@ static int fetch(struct frp_merge *m, struct cursor *c, struct ftr_event *ev, ui
         if (__builtin_expect(c->live, 1)) {
             int rc = ftr_dec_events_next(&c->it, ev);
             if (__builtin_expect(rc == 1, 1)) {
+                /* A piece may start before the end of the one before it in time (report.c,
+                 * order_pieces): held back like the writer does inside a chunk. */
+                if (__builtin_expect(ev->tsc < c->floor, 0)) ev->tsc = c->floor;
+                c->floor = ev->tsc;
                 *seq = c->chunk_seq;
                 return 1;
             }
@@ -130,6 +151,7 @@ static int open_cursor(struct frp_merge *m, struct frp_thread *t)
     c->ci = t->first_chunk;
     c->cend = t->first_chunk + t->nchunks;
     c->live = 0;
+    c->floor = 0;
     int rc = fetch(m, c, &c->cur, &c->cur_seq);
     if (rc <= 0) {
         release(m, c);
@@ -155,6 +177,56 @@ static int cmp_pend(const void *a, const void *b, void *arg)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+static int cmp_mmark(const void *a, const void *b)
+{
+    const struct mmark *x = a, *y = b;
+    if (x->tsc != y->tsc) return x->tsc < y->tsc ? -1 : 1;
+    if (x->host->proc != y->host->proc) return x->host->proc->idx < y->host->proc->idx ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* The marks of the processes merged, each on its host thread (none selected: not shown). */
+static int open_marks(struct frp_merge *m, struct frp_process *only)
+{
+    struct frp_report *r = m->r;
+    size_t n = 0;
+    for (uint32_t i = 0; i < r->nprocs; i++)
+        if (!only || r->procs[i] == only) n += r->procs[i]->nmarks;
+    if (!n) return FTR_OK;
+    m->marks = malloc(n * sizeof *m->marks);
+    if (!m->marks) return FTR_E_NOMEM;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        struct frp_process *p = r->procs[i];
+        if ((only && p != only) || !p->nmarks) continue;
+        struct frp_thread *host = NULL;
+        for (uint32_t k = 0; k < r->nthreads; k++) {
+            struct frp_thread *t = r->threads[k];
+            if (t->proc != p || !t->selected || !t->nchunks) continue;
+            if (!host || (t->tid == p->pid && host->tid != p->pid)) host = t;
+        }
+        for (uint32_t k = 0; host && k < p->nmarks; k++)
+            m->marks[m->nmarks++] = (struct mmark){p->marks[k].tsc, host, k};
+    }
+    if (m->nmarks > 1) qsort(m->marks, m->nmarks, sizeof *m->marks, cmp_mmark);
+    return FTR_OK;
+}
+
+/* The next mark, when it comes before every event still to merge. */
+static int next_mark(struct frp_merge *m, struct frp_item *it)
+{
+    if (m->imark >= m->nmarks) return 0;
+    const struct mmark *k = &m->marks[m->imark];
+    if (m->nheap && k->tsc > m->heap[0]->cur.tsc) return 0;
+    m->imark++;
+    it->ev = (struct ftr_event){k->tsc, FRP_SP_MARK, FTR_EV_SPECIAL, k->idx};
+    it->next = &mark_unknown_next;
+    for (uint32_t i = 0; i < m->nheap; i++)
+        if (m->heap[i]->th == k->host) it->next = &m->heap[i]->cur;
+    it->thread = k->host;
+    it->name = (struct frp_name){"", 0};
+    return 1;
+}
+
 int frp_merge_open(struct frp_report *r, struct frp_process *p, struct frp_merge **out)
 {
     *out = NULL;
@@ -175,6 +247,10 @@ int frp_merge_open(struct frp_report *r, struct frp_process *p, struct frp_merge
         }
     }
     qsort_r(m->pend, m->npend, sizeof *m->pend, cmp_pend, r->chunks);
+    if (open_marks(m, p)) {
+        frp_merge_close(m);
+        return FTR_E_NOMEM;
+    }
     *out = m;
     return FTR_OK;
 }
@@ -211,6 +287,7 @@ int frp_merge_next(struct frp_merge *m, struct frp_item *it)
         int rc = open_cursor(m, t);
         if (rc < 0) return -(m->err = -rc);
     }
+    if (next_mark(m, it)) return 1; /* m->last stays NULL: no thread moved */
     if (!m->nheap) return 0;
     c = m->heap[0];
     it->ev = c->cur;
@@ -246,5 +323,6 @@ void frp_merge_close(struct frp_merge *m)
     }
     free(m->pend);
     free(m->heap);
+    free(m->marks);
     free(m);
 }

@@ -313,6 +313,24 @@ static int load_end(struct frp_report *r, const struct ftr_chunk_hdr *h)
     return FTR_OK;
 }
 
+static int load_mark(struct frp_report *r, const struct ftr_chunk_hdr *h)
+{
+    struct ftr_mark_info mi;
+    int rc = ftr_dec_mark(r->priv->payload.data, r->priv->payload.len, &mi);
+    if (rc) return rc;
+    struct frp_process *p = proc_for(r, h->pid);
+    if (!p) return FTR_E_NOMEM;
+    if ((p->nmarks & (p->nmarks - 1)) == 0) { /* 0, 1, 2, 4...: full, double */
+        void *m = realloc(p->marks, (p->nmarks ? p->nmarks * 2 : 1) * sizeof *p->marks);
+        if (!m) return FTR_E_NOMEM;
+        p->marks = m;
+    }
+    const char *text = arena_str(r->priv, mi.text ? mi.text : "", mi.text ? strlen(mi.text) : 0);
+    if (!text) return FTR_E_NOMEM;
+    p->marks[p->nmarks++] = (struct frp_mark){mi.tsc, mi.what, mi.value, text};
+    return FTR_OK;
+}
+
 static int index_events(struct frp_report *r, const struct ftr_chunk_hdr *h, uint64_t off)
 {
     struct frp_report_priv *pv = r->priv;
@@ -321,7 +339,8 @@ static int index_events(struct frp_report *r, const struct ftr_chunk_hdr *h, uin
     if (!t ||
         frp_grow((void **)&r->chunks, &pv->chunks_cap, (size_t)r->nchunks + 1, sizeof *r->chunks))
         return FTR_E_NOMEM;
-    r->chunks[r->nchunks] = (struct frp_chunk){off, h->tsc_first, h->tsc_last, t->idx, r->nchunks};
+    r->chunks[r->nchunks] =
+        (struct frp_chunk){off, h->tsc_first, h->tsc_last, h->seq, t->idx, r->nchunks, 0};
     r->nchunks++;
     t->nchunks++;
     if (h->tsc_first < t->tsc_first) t->tsc_first = h->tsc_first;
@@ -351,11 +370,9 @@ static int load(struct frp_report *r)
             continue;
         }
         static int (*const loaders[])(struct frp_report *, const struct ftr_chunk_hdr *) = {
-            [FTR_CHUNK_PROCESS] = load_process,
-            [FTR_CHUNK_MODULE] = load_module,
-            [FTR_CHUNK_SITES] = load_sites,
-            [FTR_CHUNK_THREAD] = load_thread,
-            [FTR_CHUNK_END] = load_end};
+            [FTR_CHUNK_PROCESS] = load_process, [FTR_CHUNK_MODULE] = load_module,
+            [FTR_CHUNK_SITES] = load_sites,     [FTR_CHUNK_THREAD] = load_thread,
+            [FTR_CHUNK_END] = load_end,         [FTR_CHUNK_MARK] = load_mark};
         if (h.type >= sizeof loaders / sizeof *loaders || !loaders[h.type])
             continue; /* a newer writer's chunk: not ours to understand */
         rc = ftr_reader_payload(pv->rd, &pv->payload);
@@ -382,6 +399,51 @@ static int cmp_chunk(const void *a, const void *b)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+/* Format 2: a thread's pieces in the order of their slots (their seq), whatever their times. */
+static int cmp_piece(const void *a, const void *b)
+{
+    const struct frp_chunk *x = a, *y = b;
+    if (x->thread != y->thread) return x->thread < y->thread ? -1 : 1;
+    if (x->epoch != y->epoch) return x->epoch < y->epoch ? -1 : 1;
+    if (x->piece != y->piece) return x->piece < y->piece ? -1 : 1;
+    return cmp_chunk(a, b);
+}
+
+/* The time of a record is read before its slot is taken: a signal handler running in between
+ * puts its own records in the slots before it. So a thread's pieces (a writer flushes a
+ * thread's chunk in pieces) may start with times out of their order, and their place in the
+ * file does not follow it either (a full chunk may be written after a piece of the next one).
+ * Their seq tells their order, within one life of the thread: seq counts from 0 again when the
+ * kernel gives the tid to a new thread. Lives are found in time order (they do not overlap): a
+ * piece of seq 0 starts one, unless the current life has none yet (its first piece then came
+ * later in time than a second one, as above). Files of format 1 have no seq: time order. */
+static void order_pieces(struct frp_report *r)
+{
+    if (r->version_major < 2) return;
+    uint32_t epoch = 0, thread = UINT32_MAX;
+    int seen0 = 0;
+    for (uint32_t i = 0; i < r->nchunks; i++) {
+        struct frp_chunk *c = &r->chunks[i];
+        if (c->thread != thread) {
+            thread = c->thread;
+            epoch = 0;
+            seen0 = 0;
+        }
+        if (c->piece == 0) {
+            epoch += seen0;
+            seen0 = 1;
+        }
+        c->epoch = epoch;
+    }
+    qsort(r->chunks, r->nchunks, sizeof *r->chunks, cmp_piece);
+}
+
+static int cmp_mark(const void *a, const void *b)
+{
+    const struct frp_mark *x = a, *y = b;
+    return x->tsc < y->tsc ? -1 : x->tsc > y->tsc; /* qsort is not stable: ties are rare */
+}
+
 static int cmp_start(const void *a, const void *b)
 {
     const struct frp_process *x = *(struct frp_process *const *)a;
@@ -394,7 +456,10 @@ static int cmp_start(const void *a, const void *b)
 
 static int finish(struct frp_report *r)
 {
-    if (r->nchunks) qsort(r->chunks, r->nchunks, sizeof *r->chunks, cmp_chunk);
+    if (r->nchunks) {
+        qsort(r->chunks, r->nchunks, sizeof *r->chunks, cmp_chunk);
+        order_pieces(r);
+    }
     for (uint32_t i = 0; i < r->nchunks; i++) {
         struct frp_thread *t = r->threads[r->chunks[i].thread];
         if (i == 0 || r->chunks[i - 1].thread != t->idx) t->first_chunk = i;
@@ -406,6 +471,7 @@ static int finish(struct frp_report *r)
     struct frp_hmap latest = {0};
     for (uint32_t i = 0; i < r->nprocs; i++) {
         struct frp_process *p = r->procs[i];
+        if (p->nmarks > 1) qsort(p->marks, p->nmarks, sizeof *p->marks, cmp_mark);
         uint64_t phz = p->tsc_hz ? p->tsc_hz : hz;
         p->ns_per_tick = phz ? 1e9 / (double)phz : 1.0;
         p->clock_guessed = !phz;
@@ -495,6 +561,7 @@ void frp_report_close(struct frp_report *r)
         free(r->procs[i]->modules);
         free(r->procs[i]->sites);
         free(r->procs[i]->meta);
+        free(r->procs[i]->marks);
         free(r->procs[i]);
     }
     for (uint32_t i = 0; i < r->nthreads; i++)

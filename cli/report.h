@@ -49,6 +49,20 @@ struct frp_site_meta {
     uint32_t module; /* index into the owning process's modules[] + 1; 0 = unknown */
 };
 
+/* What ftrace-ctl changed in a running process (a MARK chunk). */
+struct frp_mark {
+    uint64_t tsc;
+    uint32_t what; /* enum ftr_mark_what */
+    uint64_t value;
+    const char *text; /* never NULL ("" when none) */
+};
+/* The merge hands out a process's marks as SPECIAL events of this subtype (arg: the index in
+ * its marks[]), on one of its threads (frp_merge_open); no file event has it. */
+#define FRP_SP_MARK 0xfffffffeu
+/*! frp_mark_text() : "tracing off", "filter 'f*'", "max-depth 3", "threshold 10 us", ... in buf.
+ *  @return its length */
+size_t frp_mark_text(const struct frp_mark *m, char *buf, size_t n);
+
 /* One process instance. A pid that exec()s shows up as two instances with the same pid. */
 struct frp_process {
     uint32_t idx; /* dense index in the report, in order of discovery */
@@ -76,6 +90,8 @@ struct frp_process {
     struct frp_process *parent; /* the instance of ppid that forked it, if in the file */
     int after_exec;             /* an earlier instance had the same pid: this one exec()ed */
     int selected;               /* has a selected thread (see frp_report_select) */
+    struct frp_mark *marks;     /* in time order */
+    uint32_t nmarks;
 };
 
 /* Site indices are dense from 1 (the preload numbers them in order). Tables indexed by site
@@ -100,12 +116,16 @@ struct frp_thread {
     int selected;
 };
 
-/* Index entry of one EVENTS chunk (sorted by thread, then time, then file order). */
+/* Index entry of one EVENTS chunk. Sorted by thread, then in the thread's order: by piece (the
+ * header's seq, format 2) within each life of the thread (epoch: a tid used again is a new
+ * life), else (format 1) by time, then file order. */
 struct frp_chunk {
     uint64_t offset;
     uint64_t tsc_first, tsc_last;
+    uint64_t piece;  /* the header's seq: where its first slot lies in its thread's stream */
     uint32_t thread; /* index into report->threads */
     uint32_t seq;    /* position among the file's EVENTS chunks: the merge's tie-breaker */
+    uint32_t epoch;  /* which life of its tid (format 2; see order_pieces in report.c) */
 };
 
 struct frp_report_priv;

@@ -235,6 +235,35 @@ size_t frp_fmt_time(char *buf, uint64_t ns)
                             units[u].unit);
 }
 
+size_t frp_mark_text(const struct frp_mark *m, char *buf, size_t n)
+{
+    char t[40];
+    const char *d = t;
+    int len;
+    switch (m->what) {
+    case FTR_MARK_FILTER:
+        len = *m->text ? snprintf(buf, n, "filter '%s'", m->text)
+                       : snprintf(buf, n, "filter: every function");
+        break;
+    case FTR_MARK_DEPTH:
+        len = m->value ? snprintf(buf, n, "max-depth %llu", (unsigned long long)m->value)
+                       : snprintf(buf, n, "max-depth: unlimited");
+        break;
+    case FTR_MARK_THRESHOLD:
+        frp_fmt_time(t, m->value);
+        while (*d == ' ')
+            d++;
+        len = m->value ? snprintf(buf, n, "threshold %s", d) : snprintf(buf, n, "threshold: none");
+        break;
+    default: /* on, off; a newer writer's: its number */
+        len = strcmp(ftr_mark_name(m->what), "?")
+                  ? snprintf(buf, n, "%s", ftr_mark_name(m->what))
+                  : snprintf(buf, n, "mark %u (%llu)", m->what, (unsigned long long)m->value);
+        break;
+    }
+    return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n ? n - 1 : 0;
+}
+
 int frp_parse_duration(const char *s, const char *end, uint64_t *ns)
 {
     const char *p = s;

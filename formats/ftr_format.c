@@ -52,6 +52,7 @@ NAME_FN(ftr_event_kind_name, FTR_EVENT_KINDS)
 NAME_FN(ftr_special_name, FTR_SPECIALS)
 NAME_FN(ftr_tsc_cal_name, FTR_TSC_CALIBRATIONS)
 NAME_FN(ftr_end_how_name, FTR_END_HOWS)
+NAME_FN(ftr_mark_name, FTR_MARKS)
 #undef NAME_FN
 #undef X_CASE
 
@@ -134,6 +135,12 @@ void ftr_buf_free(struct ftr_buf *b)
     X(END_BYTES_RAW, 10, U64, bytes_raw)                                                           \
     X(END_CALLS, 11, U64, calls)
 
+#define MARK_TAGS(X)                                                                               \
+    X(MARK_TSC, 1, U64, tsc)                                                                       \
+    X(MARK_WHAT, 2, U32, what)                                                                     \
+    X(MARK_VALUE, 3, U64, value)                                                                   \
+    X(MARK_TEXT, 4, STR, text)
+
 /* SITES: columns of count entries each; site i is (SITE[i], ADDR[i], FUNC[i], STRTAB+NAME[i]). */
 #define SITES_TAGS(X)                                                                              \
     X(SITES_MODULE_ID, 1, U32, -)                                                                  \
@@ -154,11 +161,13 @@ _Static_assert(sizeof(void *) != 8 || sizeof(struct ftr_site_info) == 32,
 _Static_assert(sizeof(void *) != 8 || sizeof(struct ftr_thread_info) == 24,
                "new thread field: add a THR_ tag");
 _Static_assert(sizeof(struct ftr_end_info) == 80, "new end field: add an END_ tag");
+_Static_assert(sizeof(void *) != 8 || sizeof(struct ftr_mark_info) == 32,
+               "new mark field: add a MARK_ tag");
 
 #define X_TAG_ENUM(name, tag, type, member) name = tag,
 enum {
     PROCESS_TAGS(X_TAG_ENUM) MODULE_TAGS(X_TAG_ENUM) THREAD_TAGS(X_TAG_ENUM) END_TAGS(X_TAG_ENUM)
-        SITES_TAGS(X_TAG_ENUM)
+        MARK_TAGS(X_TAG_ENUM) SITES_TAGS(X_TAG_ENUM)
 };
 #undef X_TAG_ENUM
 
@@ -179,10 +188,12 @@ struct field {
 #define X_MOD(name, tag, type, m) FIELD(struct ftr_module_info, tag, type, m)
 #define X_THR(name, tag, type, m) FIELD(struct ftr_thread_info, tag, type, m)
 #define X_END(name, tag, type, m) FIELD(struct ftr_end_info, tag, type, m)
+#define X_MARK(name, tag, type, m) FIELD(struct ftr_mark_info, tag, type, m)
 static const struct field process_fields[] = {PROCESS_TAGS(X_PROC)};
 static const struct field module_fields[] = {MODULE_TAGS(X_MOD)};
 static const struct field thread_fields[] = {THREAD_TAGS(X_THR)};
 static const struct field end_fields[] = {END_TAGS(X_END)};
+static const struct field mark_fields[] = {MARK_TAGS(X_MARK)};
 #define FIELDS(t) t, ARRAY_SIZE(t)
 
 /* Appends tag and len, reserves len bytes. @return where the value goes, or NULL (no memory) */
@@ -407,12 +418,20 @@ static void write_chunk_hdr(uint8_t *p, const struct ftr_chunk_hdr *h)
     ftr_wr_le32(p + 16, h->payload_size);
     ftr_wr_le64(p + 20, h->tsc_first);
     ftr_wr_le64(p + 28, h->tsc_last);
-    ftr_wr_le32(p + 36, fnv1a(p, 36));
+    ftr_wr_le64(p + 36, h->seq);
+    ftr_wr_le32(p + HDR - 4, fnv1a(p, HDR - 4));
 }
 
-int ftr_chunk_hdr_decode(const uint8_t *p, struct ftr_chunk_hdr *h)
+size_t ftr_chunk_hdr_size(unsigned major)
 {
-    if (ftr_rd_le32(p) != FTR_CHUNK_MAGIC || ftr_rd_le32(p + 36) != fnv1a(p, 36)) return 0;
+    return major == 1 ? FTR_CHUNK_HEADER_SIZE_V1 : major == FTR_FORMAT_MAJOR ? HDR : 0;
+}
+
+/* Both layouts share bytes 0..35; 2.x adds seq at 36; the check is the last 4 bytes. */
+int ftr_chunk_hdr_decode_sized(const uint8_t *p, size_t size, struct ftr_chunk_hdr *h)
+{
+    if (ftr_rd_le32(p) != FTR_CHUNK_MAGIC || ftr_rd_le32(p + size - 4) != fnv1a(p, size - 4))
+        return 0;
     h->type = ftr_rd_le16(p + 4);
     h->flags = ftr_rd_le16(p + 6);
     h->pid = ftr_rd_le32(p + 8);
@@ -420,12 +439,18 @@ int ftr_chunk_hdr_decode(const uint8_t *p, struct ftr_chunk_hdr *h)
     h->payload_size = ftr_rd_le32(p + 16);
     h->tsc_first = ftr_rd_le64(p + 20);
     h->tsc_last = ftr_rd_le64(p + 28);
+    h->seq = size >= HDR ? ftr_rd_le64(p + 36) : 0;
     return h->payload_size <= FTR_CHUNK_MAX_PAYLOAD;
+}
+
+int ftr_chunk_hdr_decode(const uint8_t *p, struct ftr_chunk_hdr *h)
+{
+    return ftr_chunk_hdr_decode_sized(p, HDR, h);
 }
 
 /* Compresses e->raw behind a chunk header appended to out. */
 static int emit_chunk(struct ftr_enc *e, unsigned type, uint32_t pid, uint32_t tid,
-                      uint64_t tsc_first, uint64_t tsc_last, struct ftr_buf *out)
+                      uint64_t tsc_first, uint64_t tsc_last, uint64_t seq, struct ftr_buf *out)
 {
     if (e->raw.len > FTR_CHUNK_MAX_RAW) return FTR_E_TOO_BIG;
     size_t bound = ZSTD_compressBound(e->raw.len);
@@ -440,7 +465,8 @@ static int emit_chunk(struct ftr_enc *e, unsigned type, uint32_t pid, uint32_t t
                               .tid = tid,
                               .payload_size = (uint32_t)zn,
                               .tsc_first = tsc_first,
-                              .tsc_last = tsc_last};
+                              .tsc_last = tsc_last,
+                              .seq = seq};
     write_chunk_hdr(p, &h);
     out->len += HDR + zn;
     return FTR_OK;
@@ -450,7 +476,7 @@ int ftr_enc_process(struct ftr_enc *e, const struct ftr_process_info *pi, struct
 {
     e->raw.len = 0;
     int rc = enc_fields(&e->raw, FIELDS(process_fields), pi);
-    return rc ? rc : emit_chunk(e, FTR_CHUNK_PROCESS, pi->pid, 0, 0, 0, out);
+    return rc ? rc : emit_chunk(e, FTR_CHUNK_PROCESS, pi->pid, 0, 0, 0, 0, out);
 }
 
 int ftr_enc_module(struct ftr_enc *e, uint32_t pid, const struct ftr_module_info *mi,
@@ -458,7 +484,7 @@ int ftr_enc_module(struct ftr_enc *e, uint32_t pid, const struct ftr_module_info
 {
     e->raw.len = 0;
     int rc = enc_fields(&e->raw, FIELDS(module_fields), mi);
-    return rc ? rc : emit_chunk(e, FTR_CHUNK_MODULE, pid, 0, 0, 0, out);
+    return rc ? rc : emit_chunk(e, FTR_CHUNK_MODULE, pid, 0, 0, 0, 0, out);
 }
 
 int ftr_enc_thread(struct ftr_enc *e, uint32_t pid, const struct ftr_thread_info *ti,
@@ -466,14 +492,22 @@ int ftr_enc_thread(struct ftr_enc *e, uint32_t pid, const struct ftr_thread_info
 {
     e->raw.len = 0;
     int rc = enc_fields(&e->raw, FIELDS(thread_fields), ti);
-    return rc ? rc : emit_chunk(e, FTR_CHUNK_THREAD, pid, ti->tid, 0, 0, out);
+    return rc ? rc : emit_chunk(e, FTR_CHUNK_THREAD, pid, ti->tid, 0, 0, 0, out);
 }
 
 int ftr_enc_end(struct ftr_enc *e, uint32_t pid, const struct ftr_end_info *ei, struct ftr_buf *out)
 {
     e->raw.len = 0;
     int rc = enc_fields(&e->raw, FIELDS(end_fields), ei);
-    return rc ? rc : emit_chunk(e, FTR_CHUNK_END, pid, 0, 0, 0, out);
+    return rc ? rc : emit_chunk(e, FTR_CHUNK_END, pid, 0, 0, 0, 0, out);
+}
+
+int ftr_enc_mark(struct ftr_enc *e, uint32_t pid, const struct ftr_mark_info *mi,
+                 struct ftr_buf *out)
+{
+    e->raw.len = 0;
+    int rc = enc_fields(&e->raw, FIELDS(mark_fields), mi);
+    return rc ? rc : emit_chunk(e, FTR_CHUNK_MARK, pid, 0, 0, 0, 0, out);
 }
 
 int ftr_enc_sites(struct ftr_enc *e, uint32_t pid, uint32_t module_id,
@@ -507,7 +541,7 @@ int ftr_enc_sites(struct ftr_enc *e, uint32_t pid, uint32_t module_id,
             off += (uint32_t)l;
         }
     }
-    return emit_chunk(e, FTR_CHUNK_SITES, pid, 0, 0, 0, out);
+    return emit_chunk(e, FTR_CHUNK_SITES, pid, 0, 0, 0, 0, out);
 }
 
 /* ======================================= events ====================================== */
@@ -563,6 +597,12 @@ static inline int get_varint(const uint8_t **pp, const uint8_t *end, uint64_t *v
 int ftr_enc_events(struct ftr_enc *e, uint32_t pid, uint32_t tid, const struct ftr_rec *r, size_t n,
                    struct ftr_buf *out)
 {
+    return ftr_enc_events_at(e, pid, tid, 0, r, n, out);
+}
+
+int ftr_enc_events_at(struct ftr_enc *e, uint32_t pid, uint32_t tid, uint64_t seq,
+                      const struct ftr_rec *r, size_t n, struct ftr_buf *out)
+{
     size_t i = 0;
     while (i < n && r[i].head == 0)
         i++; /* leading empty slots */
@@ -595,7 +635,7 @@ int ftr_enc_events(struct ftr_enc *e, uint32_t pid, uint32_t tid, const struct f
     ftr_wr_le32(e->raw.data + 4, (uint32_t)heads_len);
     memcpy(hp, deltas, deltas_len);
     e->raw.len = 8 + heads_len + deltas_len;
-    return emit_chunk(e, FTR_CHUNK_EVENTS, pid, tid, first, prev, out);
+    return emit_chunk(e, FTR_CHUNK_EVENTS, pid, tid, first, prev, seq, out);
 }
 
 int ftr_dec_events_begin(const struct ftr_chunk_hdr *h, const uint8_t *p, size_t n,
@@ -661,6 +701,11 @@ int ftr_dec_thread(const uint8_t *p, size_t n, struct ftr_thread_info *ti)
 int ftr_dec_end(const uint8_t *p, size_t n, struct ftr_end_info *ei)
 {
     return dec_fields(p, n, FIELDS(end_fields), ei, sizeof(*ei), NULL, 0);
+}
+
+int ftr_dec_mark(const uint8_t *p, size_t n, struct ftr_mark_info *mi)
+{
+    return dec_fields(p, n, FIELDS(mark_fields), mi, sizeof(*mi), NULL, 0);
 }
 
 int ftr_dec_sites(const uint8_t *p, size_t n, uint32_t *module_id, struct ftr_site_info *s,

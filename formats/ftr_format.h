@@ -10,7 +10,8 @@
  * ftr_wr_le* only; no struct is ever written to the file as it lies in memory.
  *
  * File = file header (16 bytes) followed by chunks until end of file.
- * Chunk = chunk header (40 bytes) + payload of payload_size bytes (one zstd frame, checksummed).
+ * Chunk = chunk header (48 bytes; 40 in files of major version 1) + payload of payload_size bytes
+ * (one zstd frame, checksummed).
  * Chunks are self-delimiting and each carries the pid and tid it belongs to, so a file may hold
  * several processes of one session (fork) and a reader can skip damage by scanning for the
  * next chunk magic.
@@ -29,13 +30,14 @@
 extern "C" {
 #endif
 
-#define FTR_FORMAT_MAJOR 1
+#define FTR_FORMAT_MAJOR 2
 #define FTR_FORMAT_MINOR 0
 
 #define FTR_FILE_MAGIC "FTRACE\x1a\x01" /* 8 bytes */
 #define FTR_FILE_HEADER_SIZE 16
-#define FTR_CHUNK_MAGIC 0x4b484346u /* "FCHK" as little-endian bytes 'F','C','H','K' */
-#define FTR_CHUNK_HEADER_SIZE 40
+#define FTR_CHUNK_MAGIC 0x4b484346u       /* "FCHK" as little-endian bytes 'F','C','H','K' */
+#define FTR_CHUNK_HEADER_SIZE 48          /* what this version writes */
+#define FTR_CHUNK_HEADER_SIZE_V1 40       /* files of major version 1 (no seq field) */
 #define FTR_CHUNK_MAX_PAYLOAD (64u << 20) /* readers refuse larger payloads as corrupt */
 #define FTR_CHUNK_MAX_RAW (256u << 20)    /* limit of a decompressed payload, likewise */
 
@@ -66,7 +68,8 @@ const char *ftr_strerror(int err);
     X(FTR_CHUNK_SITES, 3, "sites")     /* the function sites of one module, with names */          \
     X(FTR_CHUNK_EVENTS, 4, "events")   /* entry/exit events of one thread */                       \
     X(FTR_CHUNK_THREAD, 5, "thread")   /* a thread started or ended, its name */                   \
-    X(FTR_CHUNK_END, 6, "end")         /* the process ended: how, and its counters */
+    X(FTR_CHUNK_END, 6, "end")         /* the process ended: how, and its counters */              \
+    X(FTR_CHUNK_MARK, 7, "mark")       /* tracing switched, or its settings changed (ftrace-ctl) */
 
 #define FTR_X_ENUM(name, val, str) name = val,
 enum ftr_chunk_type { FTR_CHUNK_TYPES(FTR_X_ENUM) };
@@ -77,7 +80,10 @@ const char *ftr_special_name(unsigned special); /* "?" when unknown */
 
 /* Chunk header as decoded. tsc_first/tsc_last bound the events of an EVENTS chunk (both 0 for
  * other chunk types), so a reader can merge threads in time order from the headers alone.
- * tid is the thread of EVENTS and THREAD chunks and 0 in the process-wide chunks. */
+ * tid is the thread of EVENTS and THREAD chunks and 0 in the process-wide chunks. seq, in an
+ * EVENTS chunk, is the position of its first record slot in its thread's stream of slots: a
+ * thread's EVENTS chunks are in the order of their seq (their tsc_first need not be, nor their
+ * place in the file). It is 0 in other chunk types and in files of major version 1. */
 struct ftr_chunk_hdr {
     uint16_t type;
     uint16_t flags; /* reserved, 0 */
@@ -86,12 +92,17 @@ struct ftr_chunk_hdr {
     uint32_t payload_size; /* stored (compressed) bytes following the header */
     uint64_t tsc_first;
     uint64_t tsc_last;
+    uint64_t seq;
 };
 
 /*! ftr_chunk_hdr_decode() : decodes the FTR_CHUNK_HEADER_SIZE bytes at p into *h.
  *  @return 1 when they are a valid chunk header (magic, check, payload_size within
  *  FTR_CHUNK_MAX_PAYLOAD), else 0 (*h is then unspecified). */
 int ftr_chunk_hdr_decode(const uint8_t *p, struct ftr_chunk_hdr *h);
+/*! ftr_chunk_hdr_size() : the chunk header size of files of that major version (0: unknown). */
+size_t ftr_chunk_hdr_size(unsigned major);
+/*! ftr_chunk_hdr_decode_sized() : the same for a header of size bytes (ftr_chunk_hdr_size()). */
+int ftr_chunk_hdr_decode_sized(const uint8_t *p, size_t size, struct ftr_chunk_hdr *h);
 
 /* ---- event kinds (2 bits in each encoded event head) ---- */
 #define FTR_EVENT_KINDS(X)                                                                         \
@@ -236,6 +247,26 @@ enum ftr_end_how { FTR_END_HOWS(FTR_X_ENUM) };
 #undef FTR_X_ENUM
 const char *ftr_end_how_name(unsigned how);
 
+/* MARK chunks: what ftrace-ctl changed in a running process, and when (process-wide: written by
+ * the control thread, which is not traced). */
+#define FTR_MARKS(X)                                                                               \
+    X(FTR_MARK_ON, 1, "tracing on")                                                                \
+    X(FTR_MARK_OFF, 2, "tracing off")                                                              \
+    X(FTR_MARK_FILTER, 3, "filter")       /* text: the new filter ("" = every function) */         \
+    X(FTR_MARK_DEPTH, 4, "max-depth")     /* value: the new depth (0 = unlimited) */               \
+    X(FTR_MARK_THRESHOLD, 5, "threshold") /* value: the new threshold, ns (0 = none) */
+#define FTR_X_ENUM(name, val, str) name = val,
+enum ftr_mark_what { FTR_MARKS(FTR_X_ENUM) };
+#undef FTR_X_ENUM
+const char *ftr_mark_name(unsigned what); /* "?" when unknown */
+
+struct ftr_mark_info {
+    uint64_t tsc;
+    uint32_t what; /* enum ftr_mark_what */
+    uint64_t value;
+    const char *text; /* may be NULL */
+};
+
 struct ftr_thread_info {
     uint32_t tid;
     uint32_t what; /* 1 = started, 2 = ended */
@@ -267,10 +298,17 @@ int ftr_enc_thread(struct ftr_enc *e, uint32_t pid, const struct ftr_thread_info
                    struct ftr_buf *out);
 int ftr_enc_end(struct ftr_enc *e, uint32_t pid, const struct ftr_end_info *ei,
                 struct ftr_buf *out);
-/*! ftr_enc_events() : encodes n hot-path records of one thread as one EVENTS chunk.
- *  Empty records (head == 0) are skipped; a record whose tsc is below its predecessor's is
- *  stored with the predecessor's tsc (a signal landing between rdtsc and the slot reservation).
+int ftr_enc_mark(struct ftr_enc *e, uint32_t pid, const struct ftr_mark_info *mi,
+                 struct ftr_buf *out);
+/*! ftr_enc_events_at() : encodes n hot-path records of one thread as one EVENTS chunk, r[0]
+ *  being slot seq of the thread's stream (the chunk header's seq). Empty records (head == 0)
+ *  are skipped; a record whose tsc is below its predecessor's is stored with the predecessor's
+ *  tsc (a signal landing between rdtsc and the slot reservation).
  *  @return FTR_OK (nothing appended when no record is valid) or an error. */
+int ftr_enc_events_at(struct ftr_enc *e, uint32_t pid, uint32_t tid, uint64_t seq,
+                      const struct ftr_rec *r, size_t n, struct ftr_buf *out);
+/*! ftr_enc_events() : ftr_enc_events_at() with seq 0 (a thread's chunks then tell no order
+ *  but their time; for tests and tools). */
 int ftr_enc_events(struct ftr_enc *e, uint32_t pid, uint32_t tid, const struct ftr_rec *r, size_t n,
                    struct ftr_buf *out);
 /*! ftr_enc_set_level() : changes the zstd level of the following chunks (negative = faster).
@@ -331,6 +369,7 @@ int ftr_dec_sites(const uint8_t *p, size_t n, uint32_t *module_id, struct ftr_si
                   size_t cap, size_t *count);
 int ftr_dec_thread(const uint8_t *p, size_t n, struct ftr_thread_info *ti);
 int ftr_dec_end(const uint8_t *p, size_t n, struct ftr_end_info *ei);
+int ftr_dec_mark(const uint8_t *p, size_t n, struct ftr_mark_info *mi);
 
 struct ftr_ev_iter {
     const uint8_t *heads, *heads_end, *deltas, *deltas_end;

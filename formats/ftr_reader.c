@@ -21,16 +21,17 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#define HDR FTR_CHUNK_HEADER_SIZE
-#define WIN_SIZE (64u << 10)                      /* initial window, least read-ahead */
-#define WIN_MAX (2 * HDR + FTR_CHUNK_MAX_PAYLOAD) /* a chunk and the header after it */
-#define WIN_LIMIT (WIN_MAX + WIN_MAX / 2)         /* the window's largest size */
-#define ZSTD_MAGIC 0xfd2fb528u                    /* RFC 8878 frame magic */
-#define ZSTD_FHD_CHECKSUM 0x04                    /* Content_Checksum_flag */
+#define WIN_SIZE (64u << 10) /* initial window, least read-ahead */
+#define WIN_MAX                                                                                    \
+    (2 * FTR_CHUNK_HEADER_SIZE + FTR_CHUNK_MAX_PAYLOAD) /* a chunk and the header after it */
+#define WIN_LIMIT (WIN_MAX + WIN_MAX / 2)               /* the window's largest size */
+#define ZSTD_MAGIC 0xfd2fb528u                          /* RFC 8878 frame magic */
+#define ZSTD_FHD_CHECKSUM 0x04                          /* Content_Checksum_flag */
 
 struct ftr_reader {
     int fd;
     int regular;
+    size_t hdr;     /* chunk header size (ftr_chunk_hdr_size() of the file's major version) */
     uint64_t fsize; /* regular files: the size last seen */
     uint8_t *win;
     size_t cap, pos, len;
@@ -156,7 +157,7 @@ int ftr_reader_open(const char *path, struct ftr_reader **out)
         rc = FTR_E_NOT_TRACE;
     else if (n < FTR_FILE_HEADER_SIZE)
         rc = FTR_E_TRUNCATED;
-    else if (ftr_rd_le16(p + 8) > FTR_FORMAT_MAJOR)
+    else if (!(r->hdr = ftr_chunk_hdr_size(ftr_rd_le16(p + 8))))
         rc = FTR_E_VERSION;
     else
         rc = FTR_OK;
@@ -212,7 +213,8 @@ static int frame_ok(struct ftr_reader *r, const uint8_t *z, size_t n)
 
 /* The offset (>= from) of the first valid chunk header that starts before to, in the avail
  * bytes at p; 0 when there is none. */
-static size_t first_header(const uint8_t *p, size_t from, size_t to, size_t avail)
+static size_t first_header(const struct ftr_reader *r, const uint8_t *p, size_t from, size_t to,
+                           size_t avail)
 {
     size_t lim = to + 3 < avail ? to + 3 : avail;
     struct ftr_chunk_hdr h;
@@ -220,7 +222,7 @@ static size_t first_header(const uint8_t *p, size_t from, size_t to, size_t avai
         const uint8_t *q = find_magic(p + from, lim - from);
         if (!q) break;
         size_t at = (size_t)(q - p);
-        if (at + HDR <= avail && ftr_chunk_hdr_decode(q, &h)) return at;
+        if (at + r->hdr <= avail && ftr_chunk_hdr_decode_sized(q, r->hdr, &h)) return at;
         from = at + 1;
     }
     return 0;
@@ -234,23 +236,23 @@ enum { CHUNK_OK, CHUNK_BAD, CHUNK_PAST_EOF };
  * *resume is where to scan on, relative to pos. @return CHUNK_* or a negated error */
 static int check_chunk(struct ftr_reader *r, const struct ftr_chunk_hdr *h, size_t *resume)
 {
-    size_t size = HDR + (size_t)h->payload_size;
+    size_t size = r->hdr + (size_t)h->payload_size;
     *resume = 1;
     if (r->regular && r->win_off + r->pos + size > r->fsize) {
         struct stat st; /* the file may have grown; else do not read what is not there */
         if (fstat(r->fd, &st) == 0) r->fsize = (uint64_t)st.st_size;
         if (r->win_off + r->pos + size > r->fsize) return CHUNK_PAST_EOF;
     }
-    ssize_t avail = rd_fill(r, size + HDR);
+    ssize_t avail = rd_fill(r, size + r->hdr);
     if (avail < 0) return (int)avail;
     if ((size_t)avail < size) return CHUNK_PAST_EOF;
     const uint8_t *p = r->win + r->pos;
     struct ftr_chunk_hdr nh;
-    int framed = (size_t)avail == size ||
-                 ((size_t)avail >= size + HDR && ftr_chunk_hdr_decode(p + size, &nh));
-    size_t inside = first_header(p, 1, size, (size_t)avail);
+    int framed = (size_t)avail == size || ((size_t)avail >= size + r->hdr &&
+                                           ftr_chunk_hdr_decode_sized(p + size, r->hdr, &nh));
+    size_t inside = first_header(r, p, 1, size, (size_t)avail);
     if (framed && !inside) return CHUNK_OK;
-    if (frame_ok(r, p + HDR, h->payload_size)) return CHUNK_OK;
+    if (frame_ok(r, p + r->hdr, h->payload_size)) return CHUNK_OK;
     if (inside) *resume = inside; /* no valid header before it: go straight there */
     return CHUNK_BAD;
 }
@@ -290,12 +292,12 @@ int ftr_reader_next(struct ftr_reader *r, struct ftr_chunk_hdr *h, uint64_t *off
     uint64_t dropped = 0, dropped_before_trunc = 0;
     struct ftr_chunk_hdr hh;
     for (;;) {
-        ssize_t avail = rd_fill(r, HDR);
+        ssize_t avail = rd_fill(r, r->hdr);
         if (avail < 0) return (int)-avail;
         if (avail == 0) break;
         const uint8_t *p = r->win + r->pos;
         size_t skip;
-        if (avail >= HDR && ftr_chunk_hdr_decode(p, &hh)) {
+        if ((size_t)avail >= r->hdr && ftr_chunk_hdr_decode_sized(p, r->hdr, &hh)) {
             int v = check_chunk(r, &hh, &skip);
             if (v < 0) return -v;
             if (v == CHUNK_OK) break;
@@ -304,7 +306,8 @@ int ftr_reader_next(struct ftr_reader *r, struct ftr_chunk_hdr *h, uint64_t *off
                 dropped_before_trunc = dropped;
             }
             dropped++;
-        } else if (avail < HDR && memcmp(p, chunk_magic, avail < 4 ? (size_t)avail : 4) == 0) {
+        } else if ((size_t)avail < r->hdr &&
+                   memcmp(p, chunk_magic, avail < 4 ? (size_t)avail : 4) == 0) {
             trunc = r->win_off + r->pos; /* the file ends inside this header */
             dropped_before_trunc = dropped;
             r->pos += (size_t)avail;
@@ -330,7 +333,7 @@ int ftr_reader_next(struct ftr_reader *r, struct ftr_chunk_hdr *h, uint64_t *off
     r->bad_counted = 0;
     r->h = hh;
     r->chunk_off = off;
-    r->next_off = off + HDR + hh.payload_size;
+    r->next_off = off + r->hdr + hh.payload_size;
     *h = hh;
     if (offset) *offset = off;
     return FTR_OK;
@@ -351,10 +354,10 @@ int ftr_reader_payload(struct ftr_reader *r, struct ftr_buf *out)
     }
     size_t zn = r->h.payload_size;
     if (rd_goto(r, r->chunk_off)) return FTR_E_IO; /* in the window since ftr_reader_next() */
-    ssize_t avail = rd_fill(r, HDR + zn);
+    ssize_t avail = rd_fill(r, r->hdr + zn);
     if (avail < 0) return (int)-avail;
-    if ((size_t)avail < HDR + zn) return truncated(r, r->chunk_off); /* the file shrank */
-    const uint8_t *z = r->win + r->pos + HDR;
+    if ((size_t)avail < r->hdr + zn) return truncated(r, r->chunk_off); /* the file shrank */
+    const uint8_t *z = r->win + r->pos + r->hdr;
     unsigned long long raw = ZSTD_getFrameContentSize(z, zn);
     if (raw == ZSTD_CONTENTSIZE_UNKNOWN || raw == ZSTD_CONTENTSIZE_ERROR ||
         raw > FTR_CHUNK_MAX_RAW || ZSTD_findFrameCompressedSize(z, zn) != zn)

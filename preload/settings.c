@@ -291,9 +291,12 @@ unsigned ftr_site_wanted(const char *module, int is_main, const struct ftr_site 
     return want;
 }
 
+/* Every change ftrace-ctl makes leaves a MARK in the trace, timed where it takes effect: before
+ * the first event it lets in, before the sites it turns off stop recording. */
 int ftr_set_recording(int on, char *err, size_t errlen)
 {
     pthread_mutex_lock(&settings_lock);
+    ftr_writer_mark(on ? FTR_MARK_ON : FTR_MARK_OFF, ftr_rdtsc(), 0, NULL);
     enabled = on;
     if (on) atomic_store(&ftr_hot.recording, 1);
     int rc = ftr_modules_patch(err, errlen);
@@ -341,6 +344,7 @@ int ftr_set_filter(const char *expr, char *err, size_t errlen)
         filter = nf;
         filter_expr = expr && *expr ? strdup(expr) : NULL;
         nf = NULL;
+        ftr_writer_mark(FTR_MARK_FILTER, ftr_rdtsc(), 0, filter_expr ? filter_expr : "");
         rc = ftr_modules_patch(err, errlen);
     }
     ftr_modules_lock(0);
@@ -353,6 +357,7 @@ int ftr_set_depth(unsigned depth, char *err, size_t errlen)
 {
     (void)err;
     (void)errlen;
+    ftr_writer_mark(FTR_MARK_DEPTH, ftr_rdtsc(), depth, NULL);
     ftr_hot.max_depth = depth;
     return 0;
 }
@@ -378,6 +383,7 @@ int ftr_set_threshold(uint64_t ns, char *err, size_t errlen)
         }
         ftr_hot.threshold_from = ftr_rdtsc();
     }
+    ftr_writer_mark(FTR_MARK_THRESHOLD, ftr_rdtsc(), ns, NULL);
     __atomic_store_n(&ftr_hot.threshold_ticks, ticks, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&settings_lock);
     return 0;

@@ -269,6 +269,8 @@ int ftr_writer_failed(void) FTR_HIDDEN;
 uint64_t ftr_writer_dropped(void) FTR_HIDDEN;
 void ftr_writer_add_meta(const struct ftr_buf *chunks) FTR_HIDDEN; /* pre-encoded chunks */
 void ftr_writer_drop_meta(void) FTR_HIDDEN; /* forget those not written yet */
+/* a MARK chunk (enum ftr_mark_what): ftrace-ctl changed something at tsc */
+void ftr_writer_mark(unsigned what, uint64_t tsc, uint64_t value, const char *text) FTR_HIDDEN;
 extern uint32_t ftr_writer_tid FTR_HIDDEN;
 uint64_t ftr_writer_bytes(void) FTR_HIDDEN;
 uint64_t ftr_writer_events(void) FTR_HIDDEN;

@@ -98,6 +98,20 @@ void ftr_writer_add_meta(const struct ftr_buf *chunks)
     ftr_wake_writer();
 }
 
+/* A MARK chunk, from the control thread (never from a hook): encoded with an encoder of its
+ * own (the writer's is the writer thread's), queued with the metadata. */
+static struct ftr_enc *mark_enc;
+
+void ftr_writer_mark(unsigned what, uint64_t tsc, uint64_t value, const char *text)
+{
+    struct ftr_mark_info mi = {.tsc = tsc, .what = what, .value = value, .text = text};
+    pthread_mutex_lock(&w_lock);
+    if (!mark_enc) mark_enc = ftr_enc_new(ftr_cfg.zstd_level);
+    if (mark_enc) ftr_enc_mark(mark_enc, ftr_g.pid, &mi, &w_meta);
+    pthread_mutex_unlock(&w_lock);
+    ftr_wake_writer();
+}
+
 /* The trace file's identity, taken when the writer starts: a raw close_range() or close() system
  * call (fdguard.c sees only libc's) can free our number, and the program's next open() takes it:
  * then we must not write into the program's file. */
@@ -164,11 +178,14 @@ static void count(const struct ftr_rec *r, size_t n)
     calls_total += calls;
 }
 
-static void encode(uint32_t tid, const struct ftr_rec *r, size_t n)
+/* r[0] is slot seq of the thread's stream: the header's seq orders the thread's pieces for the
+ * reader (neither their time nor their place in the file does: a signal handler's records may
+ * precede, in the slots, a record whose clock was read before it ran). */
+static void encode(uint32_t tid, uint64_t seq, const struct ftr_rec *r, size_t n)
 {
     if (!n) return;
     count(r, n);
-    ftr_enc_events(enc, ftr_g.pid, tid, r, n, &out);
+    ftr_enc_events_at(enc, ftr_g.pid, tid, seq, r, n, &out);
 }
 
 #define CALIBRATION_NS 2000000 /* 2 ms against CLOCK_MONOTONIC_RAW: about 1e-4 relative error */
@@ -298,7 +315,7 @@ static void take_partial(struct ftr_thread *thr, void *arg)
         }
     }
     /* encoded right away: under reg_lock, but a partial flush is once per period */
-    encode(c->tid, scratch, n);
+    encode(c->tid, c->seq0 + from, scratch, n);
 }
 
 /* THREAD chunks name the threads: when one has ended (its final name), and at the end for
@@ -338,7 +355,7 @@ static void write_pending(int partial)
     pthread_mutex_unlock(&w_lock);
     for (struct ftr_chunk *c = ftr_take_full_chunks(), *next; c; c = next) {
         next = c->next;
-        encode(c->tid, c->rec + c->flushed, c->nrec - c->flushed);
+        encode(c->tid, c->seq0 + c->flushed, c->rec + c->flushed, c->nrec - c->flushed);
         ftr_release_chunk(c);
         if (out.len > (1u << 20)) flush_out();
     }
@@ -425,6 +442,7 @@ void ftr_writer_reset(int after_fork)
     if (after_fork) {
         pthread_mutex_init(&w_lock, NULL);
         enc = NULL; /* the parent's writer may have been inside it: start afresh (leaked) */
+        mark_enc = NULL;
     }
     w_running = 0;
     w_lazy = 0;

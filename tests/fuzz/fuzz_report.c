@@ -30,7 +30,8 @@ static uint32_t fnv1a(const uint8_t *p, size_t n)
 }
 
 static void put_chunk(struct ftr_buf *f, unsigned type, unsigned pid, unsigned tid,
-                      uint64_t tsc_first, uint64_t tsc_last, const uint8_t *p, size_t n)
+                      uint64_t tsc_first, uint64_t tsc_last, uint64_t seq, const uint8_t *p,
+                      size_t n)
 {
     static ZSTD_CCtx *cctx;
     if (!cctx) {
@@ -51,7 +52,8 @@ static void put_chunk(struct ftr_buf *f, unsigned type, unsigned pid, unsigned t
     ftr_wr_le32(h + 16, (uint32_t)z);
     ftr_wr_le64(h + 20, tsc_first);
     ftr_wr_le64(h + 28, tsc_last);
-    ftr_wr_le32(h + 36, fnv1a(h, 36));
+    ftr_wr_le64(h + 36, seq);
+    ftr_wr_le32(h + FTR_CHUNK_HEADER_SIZE - 4, fnv1a(h, FTR_CHUNK_HEADER_SIZE - 4));
     f->len += FTR_CHUNK_HEADER_SIZE + z;
 }
 
@@ -65,9 +67,9 @@ static void build(struct ftr_buf *f, const uint8_t *d, size_t n)
         d += 9;
         n -= 9;
         if (len > n) len = n;
-        put_chunk(f, type, pid, type == FTR_CHUNK_EVENTS || type == FTR_CHUNK_THREAD ? tid : 0,
-                  type == FTR_CHUNK_EVENTS ? first : 0, type == FTR_CHUNK_EVENTS ? first + span : 0,
-                  d, len);
+        int ev = type == FTR_CHUNK_EVENTS; /* seq: small, often 0 (lives of a tid) */
+        put_chunk(f, type, pid, ev || type == FTR_CHUNK_THREAD ? tid : 0, ev ? first : 0,
+                  ev ? first + span : 0, ev ? (first ^ span) % 16 : 0, d, len);
         d += len;
         n -= len;
     }

@@ -4,9 +4,10 @@ traces; the trace must show each change take effect, bad input must be refused w
 and the program must neither crash nor hang nor change its output.
 
   phases   status, off/on, filter, depth, threshold, each checked in the trace through marker
-           calls the program makes when the test asks (a file appears); the control socket
-           survives the program's close_range() and dup2() onto our descriptors; the socket
-           file is gone after exit
+           calls the program makes when the test asks (a file appears), and by the marks each
+           change leaves (in order, with its text, where it took effect: graph comment lines,
+           Chrome instant events, --info); the control socket survives the program's
+           close_range() and dup2() onto our descriptors; the socket file is gone after exit
   protocol raw requests on the socket: too long, empty, unknown, a silent client
   errors   no such process, no libftrace.so, libftrace.so but not tracing, malformed filter
            (the process is not contacted), bad usage, another user's process and socket
@@ -19,6 +20,7 @@ usage: ctl_tests.py --bin DIR [--quick] [--commands N] [--keep] [--only NAME,...
   --commands N   stress commands (default 300; --quick: 100)
 """
 import argparse
+import json
 import os
 import pwd
 import re
@@ -412,6 +414,52 @@ def test_phases(e, exe, a):
     seg = until(after(lines, "marker6"), lambda l: name_of(l[1]) in ("a", "b", "c"))
     n_slow = sum(name_of(b) == "slow" for _d, b in seg)
     assert n_slow >= 3, "after threshold 1ms: %d slow() before a fast call" % n_slow
+    check_marks(e, trace, pid, lines)
+
+
+# what each ftrace-ctl change of test_phases leaves in the trace, in order (the "off" refused
+# to the stopped process leaves none)
+MARKS = ["tracing off", "tracing on", "filter 'a,marker*,slow'", "filter: every function",
+         "max-depth 2", "max-depth: unlimited", "threshold 1.000 ms", "threshold: none"]
+
+
+def check_marks(e, trace, pid, lines):
+    """The marks of test_phases: comment lines of the main thread, between the marker calls
+    made around each change; the same as process-wide instant events in --chrome, and listed
+    by --info with their times."""
+    marks = [(i, b[3:-3]) for i, (_d, b) in enumerate(lines)
+             if b.startswith("/* ") and b.endswith(" */") and not b.startswith("/* lost ")]
+    assert [m for _i, m in marks] == MARKS, "marks in the graph: %s" % [m for _i, m in marks]
+    at = {m: i for i, m in marks}
+    pos = {}
+    for i, (_d, b) in enumerate(lines):
+        pos.setdefault(name_of(b), i)
+    flow = [pos["marker1"], at[MARKS[0]], at[MARKS[1]], pos["marker3"], at[MARKS[2]],
+            pos["marker4"], at[MARKS[3]], at[MARKS[4]], pos["marker5"], at[MARKS[5]],
+            at[MARKS[6]], pos["marker6"], at[MARKS[7]], pos["marker7"]]
+    assert flow == sorted(flow), "marks and marker calls out of order: %s" % flow
+
+    r = subprocess.run([e.report_bin, "--chrome", trace], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, "ftrace-report --chrome failed: %s" % r.stderr
+    evs = json.loads(r.stdout)
+    evs = evs["traceEvents"] if isinstance(evs, dict) else evs
+    inst = [ev for ev in evs if ev.get("ph") == "i" and ev.get("s") == "p"]
+    assert [ev["name"] for ev in inst] == MARKS, "chrome marks: %s" % inst
+    assert all(ev["pid"] == pid for ev in inst), "chrome marks' pid: %s" % inst
+    ts = [ev["ts"] for ev in inst]
+    assert ts == sorted(ts), "chrome marks' times: %s" % ts
+
+    r = subprocess.run([e.report_bin, "--info", trace], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, "ftrace-report --info failed: %s" % r.stderr
+    info = r.stdout.splitlines()
+    head = [i for i, l in enumerate(info) if l.startswith("  marks ")]
+    assert len(head) == 1 and "%d (ftrace-ctl)" % len(MARKS) in info[head[0]], \
+        "--info: %s" % r.stdout
+    rows = info[head[0] + 1:head[0] + 1 + len(MARKS)]
+    got = [re.sub(r"^ +[0-9.]+ +(ns|us|ms|s)  ", "", l) for l in rows]
+    assert got == MARKS, "--info marks: %s" % rows
 
 
 def raw(path, data, wait=5.0):

@@ -980,10 +980,10 @@ static void put_hdr(uint8_t *p, unsigned type, uint32_t pid, uint32_t tid, uint3
     ftr_wr_le32(p + 8, pid);
     ftr_wr_le32(p + 12, tid);
     ftr_wr_le32(p + 16, size);
-    uint32_t h = 0x811c9dc5u;
-    for (int i = 0; i < 36; i++)
+    uint32_t h = 0x811c9dc5u; /* over everything before it (seq at 36 stays 0) */
+    for (int i = 0; i < HDR - 4; i++)
         h = (h ^ p[i]) * 0x01000193u;
-    ftr_wr_le32(p + 36, h);
+    ftr_wr_le32(p + HDR - 4, h);
 }
 
 Test(format, resync_garbage_and_phantom_headers)

@@ -1,7 +1,8 @@
 /*
  * test_report_input.c - ftrace-report on bad input (truncated, corrupt in the middle, another
- * format, empty, a newer version), its number parsing, and the command line: exit statuses,
- * messages, colours, the pager (under a pseudo-terminal).
+ * format, empty, a newer version, an older one), the order of a thread's pieces, its number
+ * parsing, and the command line: exit statuses, messages, colours, the pager (under a
+ * pseudo-terminal).
  */
 #define _GNU_SOURCE
 #include "test_report_fixture.h"
@@ -151,9 +152,9 @@ Test(input, unreadable_files)
     cr_assert_eq(frp_report_open(fx_write("FTRACE\x1a", 7), &r), FTR_E_TRUNCATED);
     struct tb b;
     fx_example(&b);
-    b.f.data[8] = 2; /* major 2 */
+    b.f.data[8] = FTR_FORMAT_MAJOR + 1; /* a newer major */
     cr_assert_eq(frp_report_open(fx_write(b.f.data, b.f.len), &r), FTR_E_VERSION);
-    b.f.data[8] = 1;
+    b.f.data[8] = FTR_FORMAT_MAJOR;
     b.f.data[10] = 9; /* minor 9: compatible */
     cr_assert_eq(frp_report_open(fx_write(b.f.data, b.f.len), &r), FTR_OK);
     cr_assert_eq(r->version_minor, 9);
@@ -380,4 +381,142 @@ Test(input, cli_pager_and_tty)
     cr_assert_not_null(strstr(tty, "! 164.724 us  |  xpread();"), "%s", tty);
     cr_assert_null(strchr(tty, '\033'), "coloured despite NO_COLOR: %s", tty);
     unlink(paged);
+}
+
+/* ---------------------------------------------------------------- a thread's pieces */
+
+/* The writer flushes a thread's chunk in pieces; a piece's header seq is where its first slot
+ * lies in the thread's stream. A record's time is read before its slot is taken, so a signal
+ * handler's records can come before it in the slots: a piece may start earlier in time than the
+ * one before it, and the writer may also emit a full chunk after a piece of the next one. */
+static void tb_piece(struct tb *b, uint32_t tid, uint64_t seq, const struct tev *evs, size_t n)
+{
+    struct ftr_rec r[16];
+    cr_assert(n <= 16);
+    for (size_t i = 0; i < n; i++)
+        r[i] = (struct ftr_rec){evs[i].tsc, ftr_rec_head(evs[i].site, (unsigned)evs[i].kind), 0};
+    cr_assert_eq(ftr_enc_events_at(b->e, 77, tid, seq, r, n, &b->f), FTR_OK);
+}
+
+static const char *const sig_names[] = {"loop", "spin_fn", "handler", "handler_work", "a", "b"};
+enum { LOOP = 1, SPIN, HANDLER, WORK, SA, SB };
+
+static void sig_begin(struct tb *b)
+{
+    tb_init(b);
+    tb_process(b, 77, 1, 50, "./bsignals");
+    tb_module(b, 77, 1, "/bin/bsignals", 0x400000, NULL, 0);
+    tb_sites(b, 77, 1, 1, sig_names, 6, 0x401000);
+}
+
+/* Every event of the trace at path in merge order, as "site@tsc " words. */
+static char *merged(const char *path)
+{
+    struct frp_report *r;
+    cr_assert_eq(frp_report_open(path, &r), FTR_OK);
+    struct frp_merge *m;
+    cr_assert_eq(frp_merge_open(r, NULL, &m), FTR_OK);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    struct frp_item it;
+    int rc;
+    while ((rc = frp_merge_next(m, &it)) == 1)
+        fprintf(f, "%c%u@%llu ", "EXU!"[it.ev.kind], it.ev.site, (unsigned long long)it.ev.tsc);
+    cr_assert_eq(rc, 0);
+    fclose(f);
+    frp_merge_close(m);
+    frp_report_close(r);
+    return text;
+}
+
+/* bsignals usr1 as it once failed: the handler interrupted spin_fn's exit hook after its clock
+ * read (250), a piece ended after the handler's entry and another before spin_fn's exit. By
+ * time, the last piece (250) came before the handler's (300, 400): handler_work showed under
+ * spin_fn without its handler. The file holds the pieces out of order too. */
+Test(input, pieces_in_slot_order_not_time_order)
+{
+    static const struct tev p0[] = {E(LOOP, 100), E(SPIN, 200)};
+    static const struct tev p1[] = {E(HANDLER, 300)};
+    static const struct tev p2[] = {E(WORK, 400), X(WORK, 500), X(HANDLER, 600)};
+    static const struct tev p3[] = {X(SPIN, 250), E(SPIN, 700), X(SPIN, 800), X(LOOP, 900)};
+    struct tb b;
+    sig_begin(&b);
+    tb_piece(&b, 78, 0, p0, 2);
+    tb_piece(&b, 78, 3, p2, 3);
+    tb_piece(&b, 78, 2, p1, 1);
+    tb_piece(&b, 78, 6, p3, 4);
+    tb_end(&b, 77, 1000, 4);
+    tb_done(&b);
+    const char *path = fx_write(b.f.data, b.f.len);
+    char *ev = merged(path);
+    /* spin_fn's exit is held back to the handler's end: a thread's time never goes back */
+    fx_expect(ev, "E1@100 E2@200 E3@300 E4@400 X4@500 X3@600 X2@600 E2@700 X2@800 X1@900 ");
+    free(ev);
+    char *text = fx_render(path, FRP_FOLDED, NULL, NULL, NULL);
+    fx_expect(text, "loop 300\n"
+                    "loop;spin_fn 200\n"
+                    "loop;spin_fn;handler 200\n"
+                    "loop;spin_fn;handler;handler_work 100\n");
+    free(text);
+    ftr_buf_free(&b.f);
+}
+
+/* A tid the kernel gave to a new thread: its stream starts at seq 0 again. Each life keeps its
+ * pieces in seq order, and the lives follow each other in time, whatever the file order. */
+Test(input, pieces_of_a_reused_tid)
+{
+    static const struct tev a0[] = {E(SA, 100), X(SA, 110)}, a1[] = {E(SB, 120), X(SB, 130)};
+    static const struct tev b0[] = {E(SB, 500), X(SB, 510)}, b1[] = {E(SA, 505), X(SA, 530)};
+    struct tb b;
+    sig_begin(&b);
+    tb_piece(&b, 78, 2, b1, 2); /* the second life's second piece, written before its first */
+    tb_piece(&b, 78, 2, a1, 2);
+    tb_piece(&b, 78, 0, b0, 2);
+    tb_piece(&b, 78, 0, a0, 2);
+    tb_end(&b, 77, 1000, 4);
+    tb_done(&b);
+    char *ev = merged(fx_write(b.f.data, b.f.len));
+    fx_expect(ev, "E5@100 X5@110 E6@120 X6@130 E6@500 X6@510 E5@510 X5@530 ");
+    free(ev);
+    ftr_buf_free(&b.f);
+}
+
+/* The same file in format 1 (40-byte chunk headers, no seq): read, in time order. */
+static void to_format_1(struct ftr_buf *f)
+{
+    size_t in = FTR_FILE_HEADER_SIZE, outp = FTR_FILE_HEADER_SIZE;
+    ftr_wr_le16(f->data + 8, 1);
+    ftr_wr_le16(f->data + 10, 0);
+    while (in < f->len) {
+        uint8_t *h = f->data + in;
+        uint32_t size = ftr_rd_le32(h + 16);
+        memmove(f->data + outp, h, 36);
+        uint32_t c = 0x811c9dc5u;
+        for (int i = 0; i < 36; i++)
+            c = (c ^ f->data[outp + i]) * 0x01000193u;
+        ftr_wr_le32(f->data + outp + 36, c);
+        memmove(f->data + outp + 40, f->data + in + FTR_CHUNK_HEADER_SIZE, size);
+        in += FTR_CHUNK_HEADER_SIZE + size;
+        outp += 40 + size;
+    }
+    f->len = outp;
+}
+
+Test(input, format_1_files_read_in_time_order)
+{
+    struct tb b;
+    fx_example(&b);
+    char *want = fx_render(fx_write(b.f.data, b.f.len), FRP_GRAPH, NULL, NULL, NULL);
+    to_format_1(&b.f);
+    struct frp_report *r;
+    cr_assert_eq(frp_report_open(fx_write(b.f.data, b.f.len), &r), FTR_OK);
+    cr_assert_eq(r->version_major, 1);
+    cr_assert_eq(r->nchunks, 3);
+    frp_report_close(r);
+    char *got = fx_render(fx_path, FRP_GRAPH, NULL, NULL, NULL);
+    fx_expect(got, want);
+    free(got);
+    free(want);
+    ftr_buf_free(&b.f);
 }

@@ -315,7 +315,7 @@ Test(views, info)
     char *text = example(FRP_INFO, NULL);
     const char *want[] = {
         "  size        ",
-        ", format 1.0, 8 chunks\n",
+        ", format 2.0, 8 chunks\n",
         "  chunks      1 process, 1 module, 1 sites, 3 events, 1 thread, 1 end\n",
         "  processes   1, 2 threads\n",
         "\nprocess 4242: ./prog\n",
@@ -622,5 +622,71 @@ Test(views, summary_many_open_functions)
     cr_assert_not_null(strstr(text, "\n       601 ns         3 ns           2       301 ns         "
                                     "1 ns       601 ns  f1\n"),
                        "%.600s", text);
+    free(text);
+}
+
+/* ---------------------------------------------------------------- ftrace-ctl marks */
+
+/* fx_example with what ftrace-ctl changed: before any event, while main is in mid (shown on
+ * the main thread, at its depth), after main's last event (its stream is done), in any order
+ * in the file. */
+static const char *marks_example(void)
+{
+    static const struct ftr_mark_info mk[] = {
+        {.tsc = 1550, .what = FTR_MARK_FILTER, .text = "mid,leaf"},
+        {.tsc = 900, .what = FTR_MARK_ON},
+        {.tsc = 1650, .what = FTR_MARK_DEPTH, .value = 3},
+        {.tsc = 1660, .what = FTR_MARK_THRESHOLD, .value = 1500},
+        {.tsc = 190000, .what = FTR_MARK_OFF},
+        {.tsc = 190001, .what = FTR_MARK_FILTER, .text = ""}};
+    struct tb b;
+    fx_example(&b);
+    b.e = ftr_enc_new(1);
+    for (size_t i = 0; i < sizeof mk / sizeof *mk; i++)
+        cr_assert_eq(ftr_enc_mark(b.e, 4242, &mk[i], &b.f), FTR_OK);
+    tb_done(&b);
+    const char *path = fx_write(b.f.data, b.f.len);
+    ftr_buf_free(&b.f);
+    return path;
+}
+
+Test(views, marks_in_graph)
+{
+    char *text = fx_render(marks_example(), FRP_GRAPH, NULL, NULL, NULL);
+    const char *want[] = {"/* tracing on */",        "main() {",
+                          "/* filter 'mid,leaf' */", "leaf();",
+                          "/* max-depth 3 */",       "/* threshold 1.500 us */",
+                          "/* tracing off */",       "/* filter: every function */"};
+    const char *at = text;
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        const char *p = strstr(at, want[i]);
+        cr_assert_not_null(p, "%s missing or out of order in:\n%s", want[i], text);
+        at = p;
+    }
+    /* on main's lines, at its depth (inside mid) */
+    cr_assert_not_null(strstr(text, " 4242)               |      /* max-depth 3 */\n"), "%s", text);
+    cr_assert_not_null(strstr(text, " 4242)               |  /* tracing on */\n"), "%s", text);
+    free(text);
+}
+
+Test(views, marks_in_chrome_and_info)
+{
+    const char *path = marks_example();
+    char *text = fx_render(path, FRP_CHROME, NULL, NULL, NULL);
+    cr_assert_not_null(strstr(text, "{\"ph\":\"i\",\"pid\":4242,\"tid\":4242,\"ts\":0.550,"
+                                    "\"s\":\"p\",\"name\":\"filter 'mid,leaf'\"}"),
+                       "%s", text);
+    cr_assert_not_null(strstr(text, "\"s\":\"p\",\"name\":\"tracing off\"}"), "%s", text);
+    free(text);
+    text = fx_render(path, FRP_INFO, NULL, NULL, NULL);
+    cr_assert_not_null(strstr(text, "  marks       6 (ftrace-ctl), after start:\n"
+                                    "           0 ns  tracing on\n"
+                                    "         550 ns  filter 'mid,leaf'\n"
+                                    "         650 ns  max-depth 3\n"
+                                    "         660 ns  threshold 1.500 us\n"
+                                    "     189.000 us  tracing off\n"
+                                    "     189.001 us  filter: every function\n"
+                                    "  modules"),
+                       "%s", text);
     free(text);
 }
