@@ -99,6 +99,21 @@ static inline void retire(struct ftr_tls *t, const struct ftr_shadow *e, unsigne
     }
 }
 
+/* Closes entry e as unwound and empties it, under the marks a jump that abandons this (from a
+ * signal handler) reads: its UNWIND is written or not, never twice. */
+static inline void close_one(struct ftr_tls *t, struct ftr_shadow *e, uint64_t tsc)
+{
+    struct ftr_shadow *outer = t->exiting;
+    t->exiting = e;
+    t->inflight = NULL;
+    SIGNAL_FENCE();
+    bury(t, e);
+    retire(t, e, FTR_EV_UNWIND, tsc);
+    e->slot = 0;
+    SIGNAL_FENCE();
+    t->exiting = outer;
+}
+
 /* --threshold: a call shorter than the threshold whose entry record is still the last one in
  * the chunk (so it has no recorded children) is taken back instead of closed. The writer
  * leaves records younger than twice the threshold alone (writer.c), so it rarely has the
@@ -145,9 +160,7 @@ static struct ftr_shadow *close_dead(struct ftr_tls *t, struct ftr_shadow *top, 
     while (top > t->shadow_base && same_stack(t, top[-1].slot, cls) &&
            (top[-1].slot < sp || (inclusive && top[-1].slot == sp))) {
         top--;
-        bury(t, top);
-        retire(t, top, FTR_EV_UNWIND, tsc);
-        top->slot = 0;
+        close_one(t, top, tsc);
     }
     return top;
 }
@@ -463,9 +476,7 @@ void ftr_close_frames_below(uintptr_t sp, int inclusive)
         while (off_stack && top > t->shadow_base && top[-1].slot &&
                ftr_stack_class(t, top[-1].slot) == cls) {
             top--;
-            bury(t, top);
-            retire(t, top, FTR_EV_UNWIND, tsc);
-            top->slot = 0;
+            close_one(t, top, tsc);
         }
         top = close_dead(t, top, sp, inclusive, tsc);
         if (top == was) break;

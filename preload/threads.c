@@ -17,7 +17,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <string.h>
@@ -255,9 +254,38 @@ static void tls_leave(struct ftr_thread *r)
  * shadow stack or its graveyard (both in its record's mapping, which stays mapped). The entry
  * is only read: the thread it belongs to may be moving its entries; its copy is left there, on
  * a stack that thread never returns on. */
+#define ORPHANS 4096u
+static struct {
+    _Atomic uintptr_t slot;
+    uintptr_t ret;
+} orphans[ORPHANS];
+static atomic_uint orphan_pos;
+
+/* A thread ends with entries on stacks not its own still open: coroutines suspended inside
+ * those calls, which another thread may resume. Their return addresses are kept (the last
+ * ORPHANS of them) for ftr_foreign_return. */
+static void keep_orphans(struct ftr_tls *t)
+{
+    for (const struct ftr_shadow *e = t->shadow_base; e && e < t->top; e++) {
+        if (!e->slot || e->ret == (uintptr_t)ftr_tramp_return ||
+            ftr_stack_class(t, e->slot) == FTR_STACK_OWN)
+            continue;
+        unsigned i = atomic_fetch_add(&orphan_pos, 1) % ORPHANS;
+        atomic_store(&orphans[i].slot, 0);
+        orphans[i].ret = e->ret;
+        atomic_store(&orphans[i].slot, e->slot);
+    }
+}
+
 void ftr_foreign_return(void *arg)
 {
     struct ftr_foreign *q = arg;
+    for (unsigned i = 0; i < ORPHANS && !q->ret; i++) {
+        uintptr_t s = q->slot;
+        if (atomic_load(&orphans[i].slot) != s) continue;
+        uintptr_t ret = orphans[i].ret;
+        if (atomic_compare_exchange_strong(&orphans[i].slot, &s, 0)) q->ret = ret;
+    }
     for (struct ftr_thread *r = atomic_load(&threads); r && !q->ret; r = r->next) {
         if (r == ftr_tls.thr || !tls_enter(r)) continue;
         const struct ftr_shadow *top = __atomic_load_n(&r->tls->top, __ATOMIC_ACQUIRE);
@@ -321,11 +349,10 @@ static void thread_destructor(void *arg)
     struct ftr_thread *r = arg;
     if (ftr_tls.thr != r) return;
     /* Ours was made first (the constructor), so it runs before the program's key destructors,
-     * which may call traced code: come back for glibc's later rounds (it makes them while any
-     * key is set; PTHREAD_DESTRUCTOR_ITERATIONS of them), and end at the last. */
-    if (++ftr_tls.dtor_rounds < PTHREAD_DESTRUCTOR_ITERATIONS &&
-        pthread_setspecific(thread_key, r) == 0)
-        return;
+     * which may call traced code: come back for glibc's second round (it makes one while any
+     * key is set), and end there. (Not the last round: sanitizers keep that for their own.) */
+    if (++ftr_tls.dtor_rounds < 2 && pthread_setspecific(thread_key, r) == 0) return;
+    keep_orphans(&ftr_tls);
     ftr_close_all_frames(); /* left by pthread_exit() or cancellation: they end with the thread */
     thread_end(r);
 }

@@ -14,6 +14,16 @@
  *   altjmp     10000 times: main -> trigger raises SIGUSR2, whose SA_ONSTACK handler
  *              on_alt -> alt_work siglongjmp()s back into main; then main -> final. Tree: main,
  *              main;trigger, ...;trigger;on_alt, ...;on_alt;alt_work 10000 each, main;final 1.
+ *   jmpprof    a SIGPROF every 200 us whose handler on_prof siglongjmp()s out of
+ *              job -> mid -> leaf (a timeout), 200 times: the signal lands anywhere, in the
+ *              tracer's hooks too. The tree is well formed (the report finds every exit's call)
+ *              and made of main;job(;mid(;leaf)) with on_prof below any of them.
+ *   migrate    a coroutine suspended inside step() on one thread is resumed on the next one
+ *              (a fiber scheduler's workers), 4 threads in turn: nothing breaks.
+ *   keydtor    a thread's pthread key destructor (the program's) calls traced code after the
+ *              start routine: thread tree {kthread 1, kdtor 1, kdtor;kwork 1}; main {main 1}.
+ *   exit3      an atexit handler registered before main calls exit(3) after main returned 0:
+ *              the trace says the process exited with status 3.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -21,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <time.h>
 #include <ucontext.h>
 #include "behave.h"
@@ -126,6 +137,103 @@ NOINLINE void final(void)
     sink++;
 }
 
+/* ---- jmpprof ---- */
+static sigjmp_buf prof_jb;
+static volatile sig_atomic_t armed;
+NOINLINE long leaf(long x)
+{
+    return x * 7 + 3;
+}
+NOINLINE long mid(long x)
+{
+    long s = 0;
+    for (int i = 0; i < 10; i++)
+        s += leaf(x + i);
+    return s;
+}
+NOINLINE void on_prof(int sig)
+{
+    (void)sig;
+    if (armed) {
+        armed = 0;
+        siglongjmp(prof_jb, 1);
+    }
+}
+NOINLINE void job(void)
+{
+    for (long i = 0;; i++)
+        sink += mid(i);
+}
+/* ---- migrate ---- */
+static ucontext_t fiber_uc, worker_uc[2];
+static __thread int who;
+NOINLINE void suspend(void)
+{
+    swapcontext(&fiber_uc, &worker_uc[who]);
+    NOTAIL();
+}
+NOINLINE long step(long x)
+{
+    sink += x;
+    suspend();
+    return x + 1;
+}
+NOINLINE void fiber(void)
+{
+    long x = 0;
+    for (int i = 0; i < 4; i++)
+        x = step(x);
+    sink += x;
+    swapcontext(&fiber_uc, &worker_uc[who]); /* done: back to the last worker for good */
+}
+NOINLINE void *worker(void *arg)
+{
+    who = (int)(long)arg;
+    swapcontext(&worker_uc[who], &fiber_uc);
+    return NULL;
+}
+static void run_migrate(void)
+{
+    getcontext(&fiber_uc);
+    fiber_uc.uc_stack.ss_size = 64 * 1024;
+    fiber_uc.uc_stack.ss_sp = malloc(64 * 1024);
+    makecontext(&fiber_uc, fiber, 0);
+    for (int r = 0; r < 5; r++) {
+        pthread_t t;
+        pthread_create(&t, NULL, worker, (void *)(long)(r & 1));
+        pthread_join(t, NULL);
+    }
+}
+
+/* ---- keydtor ---- */
+static pthread_key_t key;
+NOINLINE void kwork(void)
+{
+    sink++;
+}
+NOINLINE void kdtor(void *p)
+{
+    (void)p;
+    kwork();
+}
+NOINLINE void *kthread(void *a)
+{
+    pthread_setspecific(key, (void *)1);
+    return a;
+}
+
+/* ---- exit3 ---- */
+NOTRACE static void exit3(void)
+{
+    exit(3);
+}
+/* glibc gives constructors the program's arguments */
+NOTRACE __attribute__((constructor)) static void early(int argc, char **argv, char **envp)
+{
+    (void)envp;
+    if (argc > 1 && !strcmp(argv[1], "exit3")) atexit(exit3);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -151,8 +259,37 @@ int main(int argc, char **argv)
         }
         final();
         printf("altjmp: %ld\n", (long)sink);
+    } else if (!strcmp(mode, "jmpprof")) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_prof;
+        sigaction(SIGPROF, &sa, NULL);
+        struct itimerval it = {{0, 200}, {0, 200}}, off = {{0, 0}, {0, 0}};
+        setitimer(ITIMER_PROF, &it, NULL);
+        int n = 0;
+        for (int k = 0; k < 200; k++) {
+            if (!sigsetjmp(prof_jb, 1)) {
+                armed = 1;
+                job();
+            } else {
+                n++;
+            }
+        }
+        setitimer(ITIMER_PROF, &off, NULL);
+        printf("jmpprof: %d jumps\n", n);
+    } else if (!strcmp(mode, "migrate")) {
+        run_migrate();
+        printf("migrate: %ld\n", (long)sink);
+    } else if (!strcmp(mode, "keydtor")) {
+        pthread_key_create(&key, kdtor);
+        pthread_t t;
+        pthread_create(&t, NULL, kthread, NULL);
+        pthread_join(t, NULL);
+        printf("keydtor: %ld\n", (long)sink);
+    } else if (!strcmp(mode, "exit3")) {
+        printf("exit3\n"); /* the constructor armed exit(3) when run as bhostile exit3 */
     } else {
-        fprintf(stderr, "usage: bhostile firsthook|coro300|altjmp\n");
+        fprintf(stderr, "usage: bhostile firsthook|coro300|altjmp|jmpprof|migrate|keydtor|exit3\n");
         return 2;
     }
     return 0;

@@ -22,9 +22,11 @@ NOTRACE static void *work(void *arg)
     lib_allocate_until(&stop_worker);
     return NULL;
 }
-NOTRACE __attribute__((constructor)) static void start(void)
+/* only for bhostile firsthook (glibc gives constructors the program's arguments) */
+NOTRACE __attribute__((constructor)) static void start(int argc, char **argv, char **envp)
 {
-    pthread_create(&worker, NULL, work, NULL);
+    (void)envp;
+    if (argc > 1 && !strcmp(argv[1], "firsthook")) pthread_create(&worker, NULL, work, NULL);
 }
 NOTRACE pthread_t lib_worker_thread(void)
 {
