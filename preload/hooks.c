@@ -26,11 +26,12 @@ static inline struct ftr_rec *reserve(struct ftr_tls *t)
     return r;
 }
 
-static void record_arg(struct ftr_tls *t, uint32_t head, uint64_t tsc, uint32_t arg);
+static int record_arg(struct ftr_tls *t, uint32_t head, uint64_t tsc, uint32_t arg);
 
-static inline void record(struct ftr_tls *t, uint32_t head, uint64_t tsc)
+/* @return 1, or 0 when the event was lost (no room: counted, and a LOST event marks it) */
+static inline int record(struct ftr_tls *t, uint32_t head, uint64_t tsc)
 {
-    record_arg(t, head, tsc, 0);
+    return record_arg(t, head, tsc, 0);
 }
 
 void ftr_record_special(unsigned subtype, uint32_t arg)
@@ -38,8 +39,9 @@ void ftr_record_special(unsigned subtype, uint32_t arg)
     record_arg(&ftr_tls, ftr_rec_head(subtype, FTR_EV_SPECIAL), ftr_rdtsc(), arg);
 }
 
-static void record_arg(struct ftr_tls *t, uint32_t head, uint64_t tsc, uint32_t arg)
+static int record_arg(struct ftr_tls *t, uint32_t head, uint64_t tsc, uint32_t arg)
 {
+    int ok = 0;
     t->filling++; /* a nested run restores it; it tells the slow path a slot is in flight */
     SIGNAL_FENCE();
     struct ftr_rec *r = reserve(t);
@@ -64,9 +66,11 @@ static void record_arg(struct ftr_tls *t, uint32_t head, uint64_t tsc, uint32_t 
     __atomic_store_n(&r->tsc, tsc, __ATOMIC_RELAXED);
     __atomic_store_n(&r->arg, arg, __ATOMIC_RELAXED);
     __atomic_store_n(&r->head, head, __ATOMIC_RELEASE); /* the writer may read it now */
+    ok = 1;
 out:
     SIGNAL_FENCE();
     t->filling--;
+    return ok;
 }
 
 /* Entries hooked on another stack (a sigaltstack handler, a swapcontext coroutine) are never
@@ -229,7 +233,11 @@ static inline void entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot)
     t->notrace_open += !!(flags & FTR_SH_NOTRACE);
     if (likely(rec)) {
         t->rec_depth++;
-        record(t, ftr_rec_head(site, FTR_EV_ENTRY), tsc);
+        if (unlikely(!record(t, ftr_rec_head(site, FTR_EV_ENTRY), tsc))) {
+            /* the ENTRY was lost (counted): its end is not recorded either */
+            top->flags &= ~FTR_SH_RECORDED;
+            t->rec_depth--;
+        }
     }
 }
 
