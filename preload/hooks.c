@@ -77,7 +77,9 @@ out:
  * judged dead by addresses on this one: stacks are not ordered with each other (stacks.h). */
 static inline int same_stack(const struct ftr_tls *t, uintptr_t a, uint32_t cls)
 {
-    return a && ftr_stack_class(t, a) == cls;
+    if (!a) return 0;
+    if (cls != FTR_STACK_OWN && cls != FTR_STACK_UNKNOWN) return ftr_stack_is(a, cls);
+    return ftr_stack_class(t, a) == cls;
 }
 
 /* A closed entry whose slot may still hold our return trampoline (a frame wrongly presumed

@@ -21,6 +21,7 @@
 
 struct ftr_stack_range *ftr_stack_ranges;
 atomic_uint ftr_stack_nranges;
+atomic_int ftr_stack_any_inside;
 static atomic_flag declaring = ATOMIC_FLAG_INIT;
 
 static uintptr_t main_lo, main_hi;
@@ -107,6 +108,8 @@ void ftr_stack_bounds_here(size_t size, uintptr_t *lo, uintptr_t *hi)
 void ftr_stack_declare(uintptr_t lo, uintptr_t hi)
 {
     if (!ftr_stack_ranges || hi <= lo || atomic_flag_test_and_set(&declaring)) return;
+    const struct ftr_tls *t = &ftr_tls; /* a stack made inside the declaring thread's own */
+    if (t->stack_hi && lo < t->stack_hi && t->stack_lo < hi) atomic_store(&ftr_stack_any_inside, 1);
     uint32_t n = atomic_load(&ftr_stack_nranges), i;
     for (i = 0; i < n; i++) {
         uintptr_t l = atomic_load(&ftr_stack_ranges[i].lo),

@@ -32,6 +32,7 @@ struct ftr_stack_range {
 };
 extern struct ftr_stack_range *ftr_stack_ranges FTR_HIDDEN;
 extern atomic_uint ftr_stack_nranges FTR_HIDDEN;
+extern atomic_int ftr_stack_any_inside FTR_HIDDEN; /* a declared stack lies in a thread's own */
 
 /* 1 + the index of the declared stack holding a, or 0. Newest first. */
 static inline uint32_t ftr_stack_declared(uintptr_t a)
@@ -49,9 +50,26 @@ static inline uint32_t ftr_stack_declared(uintptr_t a)
     return 0;
 }
 
+/* Is a on the stack of class cls? A declared stack is checked against its bounds alone. */
+static inline int ftr_stack_is(uintptr_t a, uint32_t cls)
+{
+    if (cls != FTR_STACK_OWN && cls != FTR_STACK_UNKNOWN) {
+        const struct ftr_stack_range *r = &ftr_stack_ranges[cls - 1];
+        uintptr_t lo = atomic_load_explicit(&r->lo, memory_order_relaxed);
+        uintptr_t hi = atomic_load_explicit(&r->hi, memory_order_relaxed);
+        return a - lo < hi - lo;
+    }
+    return 0;
+}
+
 /* The stack class of a (0: the thread's own): equal classes, same stack. */
 static inline uint32_t ftr_stack_class(const struct ftr_tls *t, uintptr_t a)
 {
+    int own = a - t->stack_lo < t->stack_hi - t->stack_lo;
+    /* the thread's own stack, and no declared stack inside any: no search (with thousands of
+     * coroutines declared, most calls are on the thread's own stack) */
+    if (own && !atomic_load_explicit(&ftr_stack_any_inside, memory_order_relaxed))
+        return FTR_STACK_OWN;
     if (__builtin_expect(atomic_load_explicit(&ftr_stack_nranges, memory_order_relaxed) != 0, 0)) {
         uint32_t d = ftr_stack_declared(a);
         if (d) return d;
