@@ -26,7 +26,8 @@
 
 struct gthread {
     struct frp_stack st;
-    int skip_exit; /* the thread's next item is the exit of a leaf already printed */
+    int skip_exit;         /* the thread's next item is the exit of a leaf already printed */
+    uint32_t inherit_left; /* entries still to come that re-enter frames a fork inherited */
     uint8_t plen;
     char prefix[16]; /* "%6u)" */
 };
@@ -272,6 +273,9 @@ static void special(struct frp_graph *g, struct gthread *gt, const struct frp_it
         return;
     }
     switch (ev->site) {
+    case FTR_SP_INHERITED: /* said on the entries' lines */
+        gt->inherit_left = (uint32_t)ev->arg;
+        return;
     case FTR_SP_LOST:
         g->stats.lost += ev->arg;
         n = snprintf(tmp, sizeof tmp, "/* lost %llu event%s */\n", (unsigned long long)ev->arg,
@@ -318,11 +322,14 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
     switch (ev->kind) {
     case FTR_EV_ENTRY: {
         const struct ftr_event *nx = it->next;
+        int inherited = gt->inherit_left > 0;
+        gt->inherit_left -= inherited;
         if (nx && nx->kind == FTR_EV_EXIT && nx->site == ev->site && !g->no_leaf) {
             line_start(g, gt, 1, frp_ticks_to_ns(nx->tsc >= ev->tsc ? nx->tsc - ev->tsc : 0, npt),
                        gt->st.depth, it);
             frp_out_write(o, it->name.s, it->name.len);
             frp_out_lit(o, "();");
+            if (inherited) frp_out_lit(o, " /* inherited from the parent */");
             if (__builtin_expect(g->srcline, 0)) srcline(g, it);
             frp_out_lit(o, "\n");
             gt->skip_exit = 1;
@@ -331,6 +338,7 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
         line_start(g, gt, 0, 0, gt->st.depth, it);
         frp_out_write(o, it->name.s, it->name.len);
         frp_out_lit(o, "() {");
+        if (inherited) frp_out_lit(o, " /* inherited from the parent */");
         if (__builtin_expect(g->srcline, 0)) srcline(g, it);
         frp_out_lit(o, "\n");
         struct frp_frame *f = frp_stack_push(&gt->st);

@@ -33,6 +33,7 @@ struct sframe {
     uint64_t nested_ns; /* closed calls of func directly inside this one */
     uint32_t prev;      /* the frame of the call of func it is inside (index + 1), 0: outer */
     uint32_t slot;      /* func's slot in the thread's table (unless it grew since) */
+    uint32_t inherited; /* a frame a fork child inherited: shown, never counted as a call */
 };
 
 struct hent {
@@ -48,6 +49,7 @@ struct sthread {
     struct hent *h;
     uint32_t hcap, hn;
     uint64_t last_tsc;
+    uint32_t inherit_left; /* entries still to come that re-enter inherited frames */
 };
 
 struct frp_summary {
@@ -199,7 +201,8 @@ static void close_frame(struct frp_summary *s, struct sthread *t, uint32_t threa
         s->nomem = 1;
         return;
     }
-    if (open) { /* its callers are open too: nothing of it goes to them */
+    if (f->inherited) return; /* the parent's call: counted there */
+    if (open) {               /* its callers are open too: nothing of it goes to them */
         st->open++;
         st->total += f->nested_ns;
         return;
@@ -250,7 +253,9 @@ void frp_summary_event(struct frp_summary *s, const struct frp_item *it)
         }
         uint32_t prev = t->h[slot].open;
         t->h[slot].open = t->depth + 1;
-        t->f[t->depth++] = (struct sframe){func, ev->site, ev->tsc, 0, 0, prev, slot};
+        t->f[t->depth++] =
+            (struct sframe){func, ev->site, ev->tsc, 0, 0, prev, slot, t->inherit_left > 0};
+        if (t->inherit_left) t->inherit_left--;
         break;
     }
     case FTR_EV_EXIT:
@@ -264,6 +269,7 @@ void frp_summary_event(struct frp_summary *s, const struct frp_item *it)
         break;
     default:
         if (ev->site == FTR_SP_LOST) s->stats.lost += ev->arg;
+        if (ev->site == FTR_SP_INHERITED) t->inherit_left = (uint32_t)ev->arg;
         break;
     }
     if (!it->next) {

@@ -120,7 +120,9 @@ enum ftr_event_kind { FTR_EVENT_KINDS(FTR_X_ENUM) };
     X(FTR_SP_LOST, 0, "lost")         /* arg = number of events lost at this point */              \
     X(FTR_SP_OVERRUN, 1, "overrun")   /* arg = calls not hooked: shadow stack full */              \
     X(FTR_SP_TRACE_ON, 2, "trace-on") /* tracing switched on (arg unused) */                       \
-    X(FTR_SP_TRACE_OFF, 3, "trace-off")
+    X(FTR_SP_TRACE_OFF, 3, "trace-off")                                                            \
+    X(FTR_SP_INHERITED, 4, "inherited") /* arg = the next arg ENTRY events of the thread re-enter  \
+                                           frames a fork child inherited: not calls of its own */
 
 #define FTR_X_ENUM(name, val, str) name = val,
 enum ftr_special { FTR_SPECIALS(FTR_X_ENUM) };

@@ -515,6 +515,12 @@ void ftr_reopen_frames(void)
     struct ftr_tls *t = &ftr_tls;
     if (!t->shadow_base || !recording(t)) return;
     uint64_t tsc = ftr_rdtsc();
+    uint32_t n = 0;
     for (struct ftr_shadow *e = t->shadow_base; e < t->top; e++)
-        if (e->flags & FTR_SH_RECORDED) record(t, ftr_rec_head(e->site, FTR_EV_ENTRY), tsc);
+        n += e->slot && (e->flags & FTR_SH_RECORDED);
+    if (!n) return;
+    record_arg(t, ftr_rec_head(FTR_SP_INHERITED, FTR_EV_SPECIAL), tsc, n); /* not its calls */
+    for (struct ftr_shadow *e = t->shadow_base; e < t->top; e++)
+        if (e->slot && (e->flags & FTR_SH_RECORDED))
+            record(t, ftr_rec_head(e->site, FTR_EV_ENTRY), tsc);
 }

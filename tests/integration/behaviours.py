@@ -311,6 +311,29 @@ CLOSEFDS_TEXT = "".join("closefds round %d fd 3\n" % i for i in range(40))
 DUP2_TEXT = "".join("dup2 round %d fd %d\n" % (r, fd) for r in range(20) for fd in range(3, 21))
 
 
+def summary_calls(text):
+    """function -> calls, from ftrace-report --summary."""
+    got = {}
+    row = re.compile(r"^\s*(?:\S+ \S+|-)\s+(?:\S+ \S+|-)\s+(\d+)\s.*\s(\S+)$")
+    for line in text.splitlines():
+        m = row.match(line)
+        if m and not line.startswith("#"):
+            got[m.group(2)] = int(m.group(1))
+    return got
+
+
+def check_forkret(r):
+    """The parent's and the child's trees exact; the child's main and forker2 are the frames it
+    inherited, which --summary does not count as its calls."""
+    trees = sorted((list(s.folded.values()) for s in r.sections), key=len)
+    want = [[{"main": 1, "main;forker2": 1}],
+            [{"main": 1, "main;forker2": 1, "main;forker2;child_work": 2}]]
+    got = sorted(trees, key=lambda t: sum(sum(x.values()) for x in t))
+    assert got == want, "trees: %s, want %s" % (got, want)
+    calls = summary_calls(r._info("--summary"))
+    assert calls == {"main": 1, "forker2": 1, "child_work": 2}, "--summary calls: %s" % calls
+
+
 def check_fork(r):
     """Two process sections: the parent's tree exact; the child's holds child_main ->
     child_work x 3 (below whatever it inherited), and nothing of the parent's later calls."""
@@ -332,6 +355,11 @@ def check_fork(r):
     assert len(ok) == 1, "child's tree (child_main -> child_work x 3) not found: %s" % (
         [[show(t) for t in s.folded.values()] for s in children])
     assert ok[0].pid != parents[0].pid, "parent and child sections have the same pid"
+    # the child's tree nests under the frames it inherited, which --summary never counts as
+    # its calls: main and forker once each (the parent's)
+    calls = summary_calls(r._info("--summary"))
+    assert calls.get("main") == 1 and calls.get("forker") == 1 and calls.get("child_work") == 3, \
+        "--summary calls: %s" % calls
 
 
 MALLOC_PARENT = {"main": 1, "main;malloc": 5, "main;calloc": 2, "main;realloc": 3,
@@ -639,6 +667,7 @@ CASES = {
         "main;chain;first": 3, "main;chain;first;other": 3}]), verify=tail_calls),
     # 4. processes
     "proc-fork": Case("bproc.c", ["fork"], check_fork),
+    "proc-forkret": Case("bproc.c", ["forkret"], check_forkret),
     "proc-vfork": Case("bproc.c", ["vfork"], check_parent_only),
     "proc-spawn": Case("bproc.c", ["spawn"], check_parent_only),
     "proc-system": Case("bproc.c", ["system"], check_parent_only),
@@ -748,9 +777,9 @@ def run_case(flagset, opt, name, case, work, run_bin, report_bin):
                 rep.returncode, rep.stderr.strip())
             sections = parse_sections(rep.stdout)
             assert sections, "no process section in the report: %r" % rep.stdout[:300]
-        def info():
-            rep = run([report_bin, "--info", trace], cwd)
-            assert rep.returncode == 0, "ftrace-report --info failed: %s" % rep.stderr.strip()
+        def info(view="--info"):
+            rep = run([report_bin, view, trace], cwd)
+            assert rep.returncode == 0, "ftrace-report %s failed: %s" % (view, rep.stderr.strip())
             return rep.stdout
         case.check(Result(base, traced, sections, cwd, info, facts,
                           report_err=rep.stderr if case.report else ""))

@@ -69,6 +69,8 @@ def parse_graph(text):
         st = stacks[tid]
         if body.startswith("/*"):
             continue  # a comment line (lost events and the like)
+        if body.endswith(" /* inherited from the parent */"):  # a frame a fork child entered
+            body = body[:-len(" /* inherited from the parent */")]
         if depth != len(st) - (1 if body.startswith("}") else 0):
             raise AssertionError("tid %d: depth %d but %d open: %r" % (tid, depth, len(st), line))
         if body.endswith("();"):

@@ -3,6 +3,10 @@
  *           from child_main; the parent calls parent_work x 2 and waits.
  *           parent tree {main, main;forker, main;parent_work 2}; the child's trace shows
  *           child_main -> child_work x 3 (below whatever of main;forker it inherited).
+ *   forkret main -> forker2 -> fork(); the child calls child_work x 2 and returns from forker2
+ *           and main (so the frames it inherited close): parent {main, main;forker2}, child
+ *           {main, main;forker2, main;forker2;child_work 2}, whose main and forker2 are not its
+ *           calls: --summary counts main 1, forker2 1, child_work 2.
  *   vfork   main -> spawner: vfork() + execl(/proc/self/exe, "child", "vfork"); main -> after.
  *   spawn   main -> spawner: posix_spawn(/proc/self/exe, "child", "spawn"); main -> after.
  *   system  main -> spawner: system("echo system: shell ran"); main -> after.
@@ -41,8 +45,16 @@
 extern char **environ;
 static volatile long sink;
 
-NOINLINE int child_work(int i) { sink += i; return i; }
-NOINLINE int parent_work(int i) { sink += i; return i; }
+NOINLINE int child_work(int i)
+{
+    sink += i;
+    return i;
+}
+NOINLINE int parent_work(int i)
+{
+    sink += i;
+    return i;
+}
 NOINLINE void child_main(void)
 {
     int s = 0;
@@ -55,8 +67,7 @@ NOINLINE pid_t forker(void)
 {
     fflush(stdout);
     pid_t p = fork();
-    if (p == 0)
-        child_main();
+    if (p == 0) child_main();
     return p;
 }
 
@@ -72,8 +83,7 @@ NOINLINE pid_t spawner(const char *how)
         }
     } else if (!strcmp(how, "spawn")) {
         char *args[] = {"bproc", "child", "spawn", NULL};
-        if (posix_spawn(&p, "/proc/self/exe", NULL, NULL, args, environ) != 0)
-            p = -1;
+        if (posix_spawn(&p, "/proc/self/exe", NULL, NULL, args, environ) != 0) p = -1;
     } else {
         int st = system("echo system: shell ran");
         p = -st - 1000; /* no child to wait for */
@@ -81,11 +91,23 @@ NOINLINE pid_t spawner(const char *how)
     }
     return p;
 }
-NOINLINE void after(void) { sink++; }
+NOINLINE void after(void)
+{
+    sink++;
+}
 
-NOINLINE void child_image_work(void) { sink++; }
-NOINLINE void image_work(void) { sink++; }
-NOINLINE void fork_work(void) { sink++; }
+NOINLINE void child_image_work(void)
+{
+    sink++;
+}
+NOINLINE void image_work(void)
+{
+    sink++;
+}
+NOINLINE void fork_work(void)
+{
+    sink++;
+}
 
 static FILE *many_log;
 NOINLINE pid_t quiet_child(void)
@@ -121,12 +143,26 @@ NOINLINE void spawn_one(int i)
     if (p < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) printf("many: child %d failed\n", i);
     fprintf(many_log, "%s %d\n", kinds[i % 4], (int)p);
 }
+NOINLINE pid_t forker2(void)
+{
+    fflush(stdout);
+    pid_t p = fork();
+    if (p == 0) {
+        child_work(1);
+        child_work(2);
+    }
+    return p;
+}
 NOINLINE void spawn_many(void)
 {
     for (int i = 0; i < 200; i++)
         spawn_one(i);
 }
-NOINLINE int exec_child_work(int i) { sink += i; return i; }
+NOINLINE int exec_child_work(int i)
+{
+    sink += i;
+    return i;
+}
 NOINLINE void before_exec(void)
 {
     child_image_work();
@@ -134,8 +170,7 @@ NOINLINE void before_exec(void)
     char *envp[256];
     int n = 0;
     for (char **e = environ; *e && n < 255; e++)
-        if (strncmp(*e, "LD_PRELOAD=", 11) && strncmp(*e, "FTRACE_", 7))
-            envp[n++] = *e;
+        if (strncmp(*e, "LD_PRELOAD=", 11) && strncmp(*e, "FTRACE_", 7)) envp[n++] = *e;
     envp[n] = NULL;
     char *args[] = {"bproc", "exec-child", NULL};
     execve("/proc/self/exe", args, envp);
@@ -146,6 +181,14 @@ NOINLINE void before_exec(void)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
+    if (!strcmp(mode, "forkret")) {
+        pid_t p = forker2();
+        if (p == 0) return 0; /* the child, back from forker2 */
+        int st;
+        waitpid(p, &st, 0);
+        printf("forkret: child exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        return 0;
+    }
     if (!strcmp(mode, "fork")) {
         pid_t p = forker();
         int s = parent_work(1) + parent_work(2);
@@ -157,8 +200,7 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "vfork") || !strcmp(mode, "spawn") || !strcmp(mode, "system")) {
         pid_t p = spawner(mode);
         int st = 0;
-        if (p > 0)
-            waitpid(p, &st, 0);
+        if (p > 0) waitpid(p, &st, 0);
         after();
         printf("%s: child exit %d\n", mode, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
         return 82;
