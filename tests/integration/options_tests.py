@@ -136,8 +136,9 @@ def main():
                     assert got == want, "tree %s, want %s" % (got, want)
                 check(tag, one)
         # durations on every clock path agree with the program's own clock within 2%: a
-        # 100 ms sleep measured by the program inside the traced call (so the call lasts at
-        # least as long; the hooks add microseconds), and the clock named in --info
+        # 100 ms sleep, measured by the program inside the traced call and around it (the
+        # traced duration lies between: the hooks run in between, and may be preempted on a
+        # loaded machine, around a system call most of all), and the clock named in --info
         slp = os.path.join(work, "sleeper-" + bname)
         subprocess.run("%s -I%s -o %s %s/sleeper.c" % (cc, PROGS, slp, PROGS), shell=True,
                        check=True)
@@ -148,7 +149,7 @@ def main():
                 r = run([ftrace_run, "-q", "--clock", clock, "-o", trace, slp, own], work)
                 assert r.returncode == 0 and r.stdout == "slept\n", "program: %r" % r.stdout
                 with open(own) as f:
-                    own_ns = int(f.read())
+                    inner_ns, outer_ns = map(int, f.read().split())
                 ch = run([report, "--chrome", trace], work)
                 ev = [json.loads(line.rstrip(",")) for line in ch.stdout.splitlines()
                       if '"name":"sleeper"' in line]
@@ -156,8 +157,9 @@ def main():
                 end = [e["ts"] for e in ev if e["ph"] == "E"]
                 assert len(begin) == 1 and len(end) == 1, "sleeper events: %s" % ev
                 got_ns = (end[0] - begin[0]) * 1000.0
-                assert abs(got_ns - own_ns) <= 0.02 * own_ns, \
-                    "sleeper: %.0f ns traced, %d ns by its own clock" % (got_ns, own_ns)
+                assert 0.98 * inner_ns <= got_ns <= 1.02 * outer_ns, \
+                    "sleeper: %.0f ns traced, %d..%d ns by its own clock" % (
+                        got_ns, inner_ns, outer_ns)
                 info = run([report, "--info", trace], work).stdout
                 assert named in info, "--info: no %r in %s" % (named, info)
             check("%s/clock %s: a 100 ms sleep within 2%%" % (bname, clock), sleep_ok)
