@@ -74,8 +74,7 @@ static inline uint32_t ftr_stack_class(const struct ftr_tls *t, uintptr_t a)
         uint32_t d = ftr_stack_declared(a);
         if (d) return d;
     }
-    if (a - t->stack_lo < t->stack_hi - t->stack_lo || t->stack_hi == 0) return FTR_STACK_OWN;
-    return FTR_STACK_UNKNOWN;
+    return own || t->stack_hi == 0 ? FTR_STACK_OWN : FTR_STACK_UNKNOWN;
 }
 
 void ftr_stacks_init(void) FTR_HIDDEN; /* constructor: the main thread's stack, the default size */
