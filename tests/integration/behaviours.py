@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 from run_integration import (FLAGSETS, PROGS, arg_parser, check_chrome, compare_runs,  # noqa: E402
@@ -32,16 +33,18 @@ class Case:
     stderr: compare stderr with the untraced run; report: check the trace (False: the run is
     expected untraced); verify(exe, opt, flagset): checks on the binary, returning facts the
     check reads as Result.facts; compilers: the flag sets' compilers it is built with (others
-    skip it); frame_pointer: False builds the program without frame pointers (see build())."""
+    skip it); frame_pointer: False builds the program without frame pointers (see build()); graph_args:
+    options of the graph the check reads (a 16 000-level chain prints half a gigabyte)."""
 
     def __init__(self, src, args, check, cflags="", variant="", needed=(), dlopen=(),
                  opts=("O0", "O2"), stderr=True, report=True, verify=None,
-                 compilers=("gcc", "clang"), frame_pointer=True):
+                 compilers=("gcc", "clang"), frame_pointer=True, graph_args=()):
         self.src, self.args, self.check = src, args, check
         self.cflags, self.variant = cflags, variant
         self.needed, self.dlopen = needed, dlopen
         self.opts, self.stderr, self.report, self.verify = opts, stderr, report, verify
         self.compilers, self.frame_pointer = compilers, frame_pointer
+        self.graph_args = list(graph_args)
 
 
 class Result:
@@ -49,6 +52,10 @@ class Result:
         self.base, self.traced, self.sections, self.cwd = base, traced, sections, cwd
         self._info, self.facts = info, facts
         self.report_err = report_err  # what ftrace-report said on stderr
+
+    def view(self, view="--info"):
+        """ftrace-report VIEW of the trace (--info, --summary, ...)."""
+        return self._info(view)
 
     def parents(self):
         """pid -> (parent pid, the parent is in this trace), from ftrace-report --info."""
@@ -256,7 +263,7 @@ def check_migrate(r):
 
 
 def check_exit3(r):
-    info = r._info()
+    info = r.view()
     assert "exited with status 3" in info, "--info: %s" % info
 
 
@@ -276,16 +283,24 @@ def check_firsthook(r):
 
 
 def check_deep(r):
+    """The graph (to depth 64) is one chain deep_thread;recurse;... with each level once; the
+    summary counts every level (more than 1000) and --info says the rest was too deep."""
     assert len(r.sections) == 1, "%d process sections, want 1" % len(r.sections)
     trees = r.trees()
     assert {"main": 1} in trees and len(trees) == 2, "threads: %s" % [show(t) for t in trees]
     t = [t for t in trees if t != {"main": 1}][0]
     levels = sorted(len(p.split(";")) for p in t)
-    assert all(n == 1 for n in t.values()) and levels == list(range(1, len(t) + 1)) and all(
+    assert all(n == 1 for n in t.values()) and levels == list(range(1, 65)) and all(
         p == ";".join(["deep_thread"] + ["recurse"] * (len(p.split(";")) - 1)) for p in t), \
         "deep thread's tree is not one chain deep_thread;recurse;...: %s" % show(t)
-    assert len(t) > 1000, "only %d levels traced" % len(t)
     assert not r.open_calls(), "open at the end: %d frames" % sum(map(len, r.open_calls()))
+    calls = summary_calls(r.view("--summary"))
+    assert calls.get("main") == 1 and calls.get("deep_thread") == 1 and \
+        calls.get("recurse", 0) > 1000 and len(calls) == 3, "summary: %s" % calls
+    info = r.view()
+    m = re.search(r"\((\d+) calls\), 0 lost, (\d+) calls not traced \(stack too deep\)", info)
+    assert m and int(m.group(1)) == calls["recurse"] + 2 and \
+        int(m.group(2)) == 100001 - calls["recurse"], "info: %s" % re.findall(r"events .*", info)
 
 
 def check_file(name, content):
@@ -330,7 +345,7 @@ def check_forkret(r):
             [{"main": 1, "main;forker2": 1, "main;forker2;child_work": 2}]]
     got = sorted(trees, key=lambda t: sum(sum(x.values()) for x in t))
     assert got == want, "trees: %s, want %s" % (got, want)
-    calls = summary_calls(r._info("--summary"))
+    calls = summary_calls(r.view("--summary"))
     assert calls == {"main": 1, "forker2": 1, "child_work": 2}, "--summary calls: %s" % calls
 
 
@@ -357,7 +372,7 @@ def check_fork(r):
     assert ok[0].pid != parents[0].pid, "parent and child sections have the same pid"
     # the child's tree nests under the frames it inherited, which --summary never counts as
     # its calls: main and forker once each (the parent's)
-    calls = summary_calls(r._info("--summary"))
+    calls = summary_calls(r.view("--summary"))
     assert calls.get("main") == 1 and calls.get("forker") == 1 and calls.get("child_work") == 3, \
         "--summary calls: %s" % calls
 
@@ -684,7 +699,7 @@ CASES = {
         "main;lib_outer;app_cb": 2}]), needed=NEEDED_LIB, dlopen=DL_LIBS),
     "lib-dlopen": Case("blibs.c", ["dlopen"], None, needed=NEEDED_LIB, dlopen=DL_LIBS),
     # 6. limits
-    "limit-deep": Case("blimits.c", ["deep"], check_deep),
+    "limit-deep": Case("blimits.c", ["deep"], check_deep, graph_args=["--max-depth=64"]),
     "limit-closefds": Case("blimits.c", ["closefds"], all_of(
         check_file("bl_closefds.txt", CLOSEFDS_TEXT),
         exact([{"main": 1, "main;phase": 40, "main;phase;leaf": 8000}]))),
@@ -762,6 +777,7 @@ def mcount_shaped(flagset):
 def run_case(flagset, opt, name, case, work, run_bin, report_bin):
     tag = "%s/%s/%s" % (flagset, opt, name)
     traced = None
+    t0 = time.monotonic()
     try:
         exe = build(flagset, opt, case, work)
         facts = case.verify(exe, opt, flagset) if case.verify else None
@@ -772,7 +788,7 @@ def run_case(flagset, opt, name, case, work, run_bin, report_bin):
         compare_runs(base, traced, case.stderr)
         sections = []
         if case.report:
-            rep = run([report_bin, trace], cwd)
+            rep = run([report_bin] + case.graph_args + [trace], cwd)
             assert rep.returncode == 0, "ftrace-report failed (%d): %s" % (
                 rep.returncode, rep.stderr.strip())
             sections = parse_sections(rep.stdout)
@@ -793,7 +809,7 @@ def run_case(flagset, opt, name, case, work, run_bin, report_bin):
                     graph_open[tid] += len(st)
             assert chrome_open == dict(+graph_open), "open calls: chrome %s, graph %s" % (
                 chrome_open, dict(+graph_open))
-        print("ok   %s" % tag)
+        print("ok   %s (%.1f s)" % (tag, time.monotonic() - t0))
         return True
     except (AssertionError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
         msg = str(e)
