@@ -242,6 +242,18 @@ void frp_chrome_event(struct frp_chrome *c, const struct frp_item *it)
         case FTR_SP_TRACE_OFF:
             n = snprintf(tmp, sizeof tmp, "tracing off");
             break;
+        case FTR_SP_INHERITED:
+            n = snprintf(tmp, sizeof tmp, "%llu frames inherited from the parent",
+                         (unsigned long long)ev->arg);
+            break;
+        case FTR_SP_SUSPENDED:
+            n = snprintf(tmp, sizeof tmp, "coroutine suspended (%llu frames)",
+                         (unsigned long long)ev->arg);
+            break;
+        case FTR_SP_RESUMED:
+            n = snprintf(tmp, sizeof tmp, "coroutine resumed (%llu frames)",
+                         (unsigned long long)ev->arg);
+            break;
         default:
             n = snprintf(tmp, sizeof tmp, "special event %u (%llu)", (unsigned)ev->site,
                          (unsigned long long)ev->arg);

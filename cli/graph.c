@@ -28,6 +28,8 @@ struct gthread {
     struct frp_stack st;
     int skip_exit;         /* the thread's next item is the exit of a leaf already printed */
     uint32_t inherit_left; /* entries still to come that re-enter frames a fork inherited */
+    uint32_t resume_left;  /* ... that re-enter frames of a resumed coroutine */
+    uint32_t suspend_left; /* unwinds still to come that suspend a coroutine's frames */
     uint8_t plen;
     char prefix[16]; /* "%6u)" */
 };
@@ -276,6 +278,12 @@ static void special(struct frp_graph *g, struct gthread *gt, const struct frp_it
     case FTR_SP_INHERITED: /* said on the entries' lines */
         gt->inherit_left = (uint32_t)ev->arg;
         return;
+    case FTR_SP_RESUMED:
+        gt->resume_left = (uint32_t)ev->arg;
+        return;
+    case FTR_SP_SUSPENDED:
+        gt->suspend_left = (uint32_t)ev->arg;
+        return;
     case FTR_SP_LOST:
         g->stats.lost += ev->arg;
         n = snprintf(tmp, sizeof tmp, "/* lost %llu event%s */\n", (unsigned long long)ev->arg,
@@ -324,12 +332,17 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
         const struct ftr_event *nx = it->next;
         int inherited = gt->inherit_left > 0;
         gt->inherit_left -= inherited;
+        int resumed = gt->resume_left > 0;
+        gt->resume_left -= resumed;
+        const char *note = inherited ? " /* inherited from the parent */"
+                           : resumed ? " /* resumed */"
+                                     : NULL;
         if (nx && nx->kind == FTR_EV_EXIT && nx->site == ev->site && !g->no_leaf) {
             line_start(g, gt, 1, frp_ticks_to_ns(nx->tsc >= ev->tsc ? nx->tsc - ev->tsc : 0, npt),
                        gt->st.depth, it);
             frp_out_write(o, it->name.s, it->name.len);
             frp_out_lit(o, "();");
-            if (inherited) frp_out_lit(o, " /* inherited from the parent */");
+            if (note) frp_out_str(o, note);
             if (__builtin_expect(g->srcline, 0)) srcline(g, it);
             frp_out_lit(o, "\n");
             gt->skip_exit = 1;
@@ -338,7 +351,7 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
         line_start(g, gt, 0, 0, gt->st.depth, it);
         frp_out_write(o, it->name.s, it->name.len);
         frp_out_lit(o, "() {");
-        if (inherited) frp_out_lit(o, " /* inherited from the parent */");
+        if (note) frp_out_str(o, note);
         if (__builtin_expect(g->srcline, 0)) srcline(g, it);
         frp_out_lit(o, "\n");
         struct frp_frame *f = frp_stack_push(&gt->st);
@@ -362,7 +375,11 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
                    gt->st.depth, it);
         frp_out_lit(o, "} /* ");
         frp_out_write(o, f->name.s, f->name.len);
-        if (ev->kind == FTR_EV_UNWIND)
+        int suspended = ev->kind == FTR_EV_UNWIND && gt->suspend_left > 0;
+        gt->suspend_left -= suspended;
+        if (suspended)
+            frp_out_lit(o, " (suspended) */\n");
+        else if (ev->kind == FTR_EV_UNWIND)
             frp_out_lit(o, " (unwound) */\n");
         else
             frp_out_lit(o, " */\n");
@@ -376,6 +393,7 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
         free(gt->st.f);
         gt->st = (struct frp_stack){0};
         gt->skip_exit = 0;
+        gt->inherit_left = gt->resume_left = gt->suspend_left = 0;
     }
 }
 

@@ -24,7 +24,8 @@
 
 struct fstat {
     uint64_t calls, total, self, sum, min, max;
-    uint64_t open; /* calls still open at the end: in none of the times */
+    uint64_t timed; /* calls in min, max and sum: not a coroutine's call split by switches */
+    uint64_t open;  /* calls still open at the end: in none of the times */
 };
 
 struct sframe {
@@ -33,7 +34,8 @@ struct sframe {
     uint64_t nested_ns; /* closed calls of func directly inside this one */
     uint32_t prev;      /* the frame of the call of func it is inside (index + 1), 0: outer */
     uint32_t slot;      /* func's slot in the thread's table (unless it grew since) */
-    uint32_t inherited; /* a frame a fork child inherited: shown, never counted as a call */
+    uint8_t inherited;  /* a frame a fork child inherited: shown, never counted as a call */
+    uint8_t resumed;    /* a coroutine's frame again: its time counts, it is no new call */
 };
 
 struct hent {
@@ -50,6 +52,8 @@ struct sthread {
     uint32_t hcap, hn;
     uint64_t last_tsc;
     uint32_t inherit_left; /* entries still to come that re-enter inherited frames */
+    uint32_t resume_left;  /* ... that re-enter frames of a resumed coroutine */
+    uint32_t suspend_left; /* unwinds still to come that suspend a coroutine's frames */
 };
 
 struct frp_summary {
@@ -189,7 +193,7 @@ static inline uint32_t hfind(struct sthread *t, uint32_t func)
 /* Pops the thread's innermost call: it returned at tsc, or (open) it is still open at the end
  * of the trace, and then enters no time. */
 static void close_frame(struct frp_summary *s, struct sthread *t, uint32_t thread, uint64_t tsc,
-                        const struct frp_process *p, int open)
+                        const struct frp_process *p, int open, int suspended)
 {
     struct sframe *f = &t->f[--t->depth];
     uint32_t i = f->slot; /* its slot, unless the table grew since */
@@ -213,10 +217,12 @@ static void close_frame(struct frp_summary *s, struct sthread *t, uint32_t threa
         t->f[f->prev - 1].nested_ns += ns; /* inside the outer call's time, if it returns */
     else
         st->total += ns;
-    if (st->calls++ == 0 || ns < st->min) st->min = ns;
+    st->self += ns > f->child_ns ? ns - f->child_ns : 0;
+    st->calls += !f->resumed;
+    if (f->resumed || suspended) return; /* a piece of a call: its whole duration is unknown */
+    if (st->timed++ == 0 || ns < st->min) st->min = ns;
     if (ns > st->max) st->max = ns;
     st->sum += ns;
-    st->self += ns > f->child_ns ? ns - f->child_ns : 0;
 }
 
 void frp_summary_event(struct frp_summary *s, const struct frp_item *it)
@@ -253,9 +259,10 @@ void frp_summary_event(struct frp_summary *s, const struct frp_item *it)
         }
         uint32_t prev = t->h[slot].open;
         t->h[slot].open = t->depth + 1;
-        t->f[t->depth++] =
-            (struct sframe){func, ev->site, ev->tsc, 0, 0, prev, slot, t->inherit_left > 0};
+        t->f[t->depth++] = (struct sframe){
+            func, ev->site, ev->tsc, 0, 0, prev, slot, t->inherit_left > 0, t->resume_left > 0};
         if (t->inherit_left) t->inherit_left--;
+        if (t->resume_left) t->resume_left--;
         break;
     }
     case FTR_EV_EXIT:
@@ -265,16 +272,20 @@ void frp_summary_event(struct frp_summary *s, const struct frp_item *it)
             break;
         }
         if (t->f[t->depth - 1].site != ev->site) s->stats.mismatched++;
-        close_frame(s, t, it->thread->idx, ev->tsc, it->thread->proc, 0);
+        int suspended = ev->kind == FTR_EV_UNWIND && t->suspend_left > 0;
+        t->suspend_left -= suspended;
+        close_frame(s, t, it->thread->idx, ev->tsc, it->thread->proc, 0, suspended);
         break;
     default:
         if (ev->site == FTR_SP_LOST) s->stats.lost += ev->arg;
         if (ev->site == FTR_SP_INHERITED) t->inherit_left = (uint32_t)ev->arg;
+        if (ev->site == FTR_SP_RESUMED) t->resume_left = (uint32_t)ev->arg;
+        if (ev->site == FTR_SP_SUSPENDED) t->suspend_left = (uint32_t)ev->arg;
         break;
     }
     if (!it->next) {
         while (t->depth) /* the thread ends with calls open */
-            close_frame(s, t, it->thread->idx, t->last_tsc, it->thread->proc, 1);
+            close_frame(s, t, it->thread->idx, t->last_tsc, it->thread->proc, 1, 0);
         free(t->f);
         free(t->h);
         memset(t, 0, sizeof *t);
@@ -291,7 +302,7 @@ static uint64_t sort_key(const struct fstat *st, enum frp_sort sort)
     case FRP_SORT_CALLS:
         return st->calls;
     case FRP_SORT_AVG:
-        return st->calls ? st->sum / st->calls : 0;
+        return st->timed ? st->sum / st->timed : 0;
     case FRP_SORT_MAX:
         return st->max;
     default:
@@ -385,7 +396,7 @@ int frp_summary_write(struct frp_summary *s, FILE *out)
     for (uint32_t i = 0; i < s->nts; i++) { /* threads cut short: their calls are open */
         struct sthread *t = &s->ts[i];
         while (t->depth)
-            close_frame(s, t, i, t->last_tsc, s->r->threads[i]->proc, 1);
+            close_frame(s, t, i, t->last_tsc, s->r->threads[i]->proc, 1, 0);
     }
     uint32_t *idx = malloc(((size_t)s->nrows + 1) * sizeof *idx);
     if (!idx || (s->per_thread && rank_threads(s))) {
@@ -419,15 +430,16 @@ int frp_summary_write(struct frp_summary *s, FILE *out)
         }
         const struct fstat *st = &s->st[i];
         char t[5][40];
+        for (int j = 0; j < 5; j++) /* only open calls: no time is known */
+            strcpy(t[j], "-");
         if (st->calls) {
             frp_fmt_time(t[0], st->total);
             frp_fmt_time(t[1], st->self);
-            frp_fmt_time(t[2], st->sum / st->calls);
+        }
+        if (st->timed) { /* calls no coroutine switch split */
+            frp_fmt_time(t[2], st->sum / st->timed);
             frp_fmt_time(t[3], st->min);
             frp_fmt_time(t[4], st->max);
-        } else { /* only open calls: no time is known */
-            for (int j = 0; j < 5; j++)
-                strcpy(t[j], "-");
         }
         uint32_t func = row_func(s, i);
         frp_out_printf(&o, "  %11s  %11s  %10llu  %11s  %11s  %11s  ", t[0], t[1],

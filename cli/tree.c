@@ -112,12 +112,14 @@ struct tframe {
     uint32_t site;
     uint64_t tsc;
     uint64_t child_ns;
+    int cont; /* a frame entered again (a resumed coroutine, a fork child's): no new call */
 };
 
 struct frp_tstack {
     struct tframe *f;
     uint32_t depth, cap;
     uint64_t last_tsc;
+    uint32_t cont_left; /* entries still to come that re-enter frames */
 };
 
 static uint32_t new_node(struct frp_tree *t, uint32_t parent, uint32_t func)
@@ -206,7 +208,7 @@ static void close_frame(struct frp_tree *t, struct frp_tstack *s, uint64_t tsc,
     struct tframe *f = &s->f[--s->depth];
     uint64_t ns = frp_proc_ns(p, tsc >= f->tsc ? tsc - f->tsc : 0);
     struct frp_tnode *nd = &t->nodes[f->node];
-    nd->calls++;
+    nd->calls += !f->cont;
     nd->total_ns += ns;
     nd->self_ns += ns > f->child_ns ? ns - f->child_ns : 0;
     if (s->depth) s->f[s->depth - 1].child_ns += ns;
@@ -240,7 +242,7 @@ void frp_tree_event(struct frp_tree *t, const struct frp_item *it)
                 t->nomem = 1;
                 break;
             }
-            s->f[s->depth++] = (struct tframe){root, UINT32_MAX, ev->tsc, 0};
+            s->f[s->depth++] = (struct tframe){root, UINT32_MAX, ev->tsc, 0, 0};
         }
         uint32_t parent = s->depth ? s->f[s->depth - 1].node : 0;
         uint32_t func = frp_funcs_id(&t->funcs, it);
@@ -249,7 +251,8 @@ void frp_tree_event(struct frp_tree *t, const struct frp_item *it)
             t->nomem = 1;
             break;
         }
-        s->f[s->depth++] = (struct tframe){node, ev->site, ev->tsc, 0};
+        s->f[s->depth++] = (struct tframe){node, ev->site, ev->tsc, 0, s->cont_left > 0};
+        s->cont_left -= s->cont_left > 0;
         break;
     }
     case FTR_EV_EXIT:
@@ -265,6 +268,8 @@ void frp_tree_event(struct frp_tree *t, const struct frp_item *it)
     }
     default:
         if (ev->site == FTR_SP_LOST) t->stats.lost += ev->arg;
+        if (ev->site == FTR_SP_RESUMED || ev->site == FTR_SP_INHERITED)
+            s->cont_left = (uint32_t)ev->arg;
         break;
     }
     if (!it->next) { /* the thread ends: close what is open, the thread frame last */

@@ -122,7 +122,11 @@ enum ftr_event_kind { FTR_EVENT_KINDS(FTR_X_ENUM) };
     X(FTR_SP_TRACE_ON, 2, "trace-on") /* tracing switched on (arg unused) */                       \
     X(FTR_SP_TRACE_OFF, 3, "trace-off")                                                            \
     X(FTR_SP_INHERITED, 4, "inherited") /* arg = the next arg ENTRY events of the thread re-enter  \
-                                           frames a fork child inherited: not calls of its own */
+                                           frames a fork child inherited: not calls of its own */  \
+    X(FTR_SP_SUSPENDED, 5, "suspended") /* arg = the next arg UNWIND events leave frames of a      \
+                                           coroutine that switched away: they may resume */        \
+    X(FTR_SP_RESUMED, 6, "resumed")     /* arg = the next arg ENTRY events re-enter frames of a    \
+                                           resumed coroutine: the same calls, not new ones */
 
 #define FTR_X_ENUM(name, val, str) name = val,
 enum ftr_special { FTR_SPECIALS(FTR_X_ENUM) };

@@ -13,6 +13,7 @@
  *  - a shadow entry is reserved first (top moves over it), filled, and its slot stored last;
  *    a free or half-filled entry has slot 0, which every scan skips, and pops clear it.
  */
+#include "sigguard.h"
 #include "stacks.h"
 #include "tracer.h"
 
@@ -339,8 +340,10 @@ static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_
             e->flags |= FTR_SH_GONE;
         } else if (e->flags & FTR_SH_RECORDED) {
             t->rec_depth--;
+            record_arg(t, ftr_rec_head(FTR_SP_SUSPENDED, FTR_EV_SPECIAL), tsc, 1);
             record(t, ftr_rec_head(e->site, FTR_EV_UNWIND), tsc);
-            e->flags &= ~FTR_SH_RECORDED; /* its return, if it comes, is not recorded */
+            /* its return, if it comes, is not recorded, unless its stack is resumed first */
+            e->flags = (e->flags & ~FTR_SH_RECORDED) | FTR_SH_SUSPENDED;
         }
     }
     struct ftr_shadow *keep = m;
@@ -523,4 +526,122 @@ void ftr_reopen_frames(void)
     for (struct ftr_shadow *e = t->shadow_base; e < t->top; e++)
         if (e->slot && (e->flags & FTR_SH_RECORDED))
             record(t, ftr_rec_head(e->site, FTR_EV_ENTRY), tsc);
+}
+
+/* ---- coroutine switches ----
+ * A coroutine runs inside the call of whoever switched to it: what it calls nests there (main
+ * -> foo swaps to bar: bar under foo). The thread keeps the chain of stacks resumed one inside
+ * another, outermost first: the last one runs. Switching to a stack already in the chain (a
+ * coroutine yields back to its resumer) suspends the recorded frames of every stack above it:
+ * they leave the stream (SPECIAL SUSPENDED, then an UNWIND each) but stay on the shadow stack.
+ * Switching to a stack not in the chain pushes it and resumes its suspended frames: moved to the
+ * top of the shadow stack (the stream's order; each stack's own order kept), they enter the
+ * stream again (SPECIAL RESUMED, then an ENTRY each) inside the resumer's frames. Switches that
+ * bypass the wrappers (a coroutine's function returning to uc_link, hand-written ones) are seen
+ * at the next wrapped one; until then exit_slow suspends what a return leaves above itself. */
+
+static inline int block_signals(uint64_t *old)
+{
+    uint64_t all = ~0ull;
+    register long r10 __asm__("r10") = 8; /* the kernel's sigset size */
+    long rc;
+    __asm__ volatile("syscall"
+                     : "=a"(rc)
+                     : "a"(14 /* rt_sigprocmask */), "D"(0 /* SIG_BLOCK */), "S"(&all), "d"(old),
+                       "r"(r10)
+                     : "rcx", "r11", "memory");
+    return rc == 0;
+}
+static inline void restore_signals(const uint64_t *old)
+{
+    register long r10 __asm__("r10") = 8;
+    long rc;
+    __asm__ volatile("syscall"
+                     : "=a"(rc)
+                     : "a"(14), "D"(2 /* SIG_SETMASK */), "S"(old), "d"(0), "r"(r10)
+                     : "rcx", "r11", "memory");
+    (void)rc;
+}
+
+static int in_chain_from(const struct ftr_tls *t, uint32_t from, uintptr_t slot)
+{
+    for (uint32_t i = from; i < t->chain_n; i++)
+        if (same_stack(t, slot, t->chain[i])) return 1;
+    return 0;
+}
+
+/* The recorded frames of the stacks chain[from..], innermost first, leave the stream. */
+static void suspend_from(struct ftr_tls *t, uint32_t from, uint64_t tsc)
+{
+    uint32_t n = 0;
+    for (struct ftr_shadow *e = t->top; e-- > t->shadow_base;) {
+        if (!e->slot || !(e->flags & FTR_SH_RECORDED)) continue;
+        if (!in_chain_from(t, from, e->slot)) break; /* the resumer's: below stay open */
+        n++;
+    }
+    if (!n) return;
+    record_arg(t, ftr_rec_head(FTR_SP_SUSPENDED, FTR_EV_SPECIAL), tsc, n);
+    for (struct ftr_shadow *e = t->top; n && e-- > t->shadow_base;) {
+        if (!e->slot || !(e->flags & FTR_SH_RECORDED)) continue;
+        t->rec_depth--;
+        record(t, ftr_rec_head(e->site, FTR_EV_UNWIND), tsc);
+        e->flags = (e->flags & ~FTR_SH_RECORDED) | FTR_SH_SUSPENDED;
+        n--;
+    }
+}
+
+/* The suspended frames of stack cls move to the top of the shadow stack, in their order, and
+ * enter the stream again. */
+static void resume(struct ftr_tls *t, uint32_t cls, uint64_t tsc)
+{
+    struct ftr_shadow *w = t->top;
+    for (struct ftr_shadow *e = t->top; e-- > t->shadow_base;) {
+        if (!e->slot || !(e->flags & FTR_SH_SUSPENDED) || !same_stack(t, e->slot, cls)) continue;
+        struct ftr_shadow mv = *e;
+        for (struct ftr_shadow *p = e; p + 1 < w; p++)
+            *p = p[1];
+        *--w = mv;
+    }
+    uint32_t n = (uint32_t)(t->top - w);
+    if (!n || !recording(t)) return;
+    record_arg(t, ftr_rec_head(FTR_SP_RESUMED, FTR_EV_SPECIAL), tsc, n);
+    for (struct ftr_shadow *e = w; e < t->top; e++) {
+        e->flags &= ~FTR_SH_SUSPENDED;
+        if (record(t, ftr_rec_head(e->site, FTR_EV_ENTRY), tsc)) {
+            e->flags |= FTR_SH_RECORDED;
+            t->rec_depth++;
+        }
+    }
+}
+
+/* The stack holding sp runs now. */
+static void runs(struct ftr_tls *t, uintptr_t sp, uint64_t tsc)
+{
+    uint32_t cls = ftr_stack_class(t, sp);
+    if (cls == FTR_STACK_UNKNOWN) { /* stacks that cannot be told apart: no chain */
+        t->chain_n = 0;
+        return;
+    }
+    for (uint32_t i = 0; i < t->chain_n; i++)
+        if (t->chain[i] == cls) {
+            suspend_from(t, i + 1, tsc);
+            t->chain_n = i + 1;
+            return;
+        }
+    if (t->chain_n == sizeof t->chain / sizeof t->chain[0]) t->chain_n = 0; /* start afresh */
+    t->chain[t->chain_n++] = cls;
+    resume(t, cls, tsc);
+}
+
+void ftr_context_switch(uintptr_t here, uintptr_t to_sp)
+{
+    struct ftr_tls *t = &ftr_tls;
+    /* not inside a hook (a handler that interrupted one) nor before the thread's first */
+    if (t->state != FTR_T_ACTIVE || !t->shadow_base || t->hook_sp || t->in_slow) return;
+    uint64_t old;
+    if (!block_signals(&old)) return; /* a handler's hooks must not see the entries move */
+    uint64_t tsc = ftr_rdtsc();
+    runs(t, here, tsc);
+    if (to_sp) runs(t, to_sp, tsc);
+    restore_signals(&old);
 }

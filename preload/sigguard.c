@@ -538,14 +538,22 @@ static void strip_context(const ucontext_t *ucp)
 {
     if (ucp && (ucp->uc_sigmask.__val[0] & gmask) && strips()) strip((sigset_t *)&ucp->uc_sigmask);
 }
+/* The tracer follows coroutine switches (hooks.c): which stack runs inside which. */
 EXPORT int swapcontext(ucontext_t *restrict oucp, const ucontext_t *restrict ucp)
 {
     strip_context(ucp);
-    return REAL(swapcontext)(oucp, ucp);
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    if (ucp) ftr_context_switch(here, (uintptr_t)ucp->uc_mcontext.gregs[REG_RSP]);
+    int rc = REAL(swapcontext)(oucp, ucp);
+    ftr_context_switch(here, 0); /* resumed (or the switch failed) */
+    return rc;
 }
 EXPORT int setcontext(const ucontext_t *ucp)
 {
     strip_context(ucp);
+    if (ucp)
+        ftr_context_switch((uintptr_t)__builtin_frame_address(0),
+                           (uintptr_t)ucp->uc_mcontext.gregs[REG_RSP]);
     return REAL(setcontext)(ucp);
 }
 

@@ -14,6 +14,7 @@
 #define FTR_SIGGUARD_H
 
 #include <signal.h>
+#include <stdint.h>
 
 #ifndef FTR_HIDDEN /* as in tracer.h, which this header does not need */
 #define FTR_HIDDEN __attribute__((visibility("hidden")))
@@ -39,6 +40,9 @@ void ftr_sigguard_program_action(int sig, struct sigaction *out) FTR_HIDDEN;
  * action (the process dies or stops of sig as it would without us), or nothing (SIG_IGN; but a
  * synchronous fault the program ignores kills it, as the kernel does). Async-signal-safe. */
 void ftr_sigguard_chain(int sig, siginfo_t *si, void *uc) FTR_HIDDEN;
+/* From the tracer (hooks.c; a no-op in the test shim): the swapcontext() and setcontext()
+ * wrappers tell it of coroutine switches. */
+void ftr_context_switch(uintptr_t here, uintptr_t to_sp) FTR_HIDDEN;
 /* pthread_sigmask() without the guard, for libftrace's own threads. */
 int ftr_sigguard_real_sigmask(int how, const sigset_t *set, sigset_t *old) FTR_HIDDEN;
 

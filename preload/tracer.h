@@ -45,6 +45,9 @@ struct ftr_shadow {
 #define FTR_SH_NOTRACE 4u       /* a --notrace function: its subtree is hidden */
 #define FTR_SH_GONE 0x80000000u /* hooks.c, exit_slow: closed, to be dropped */
 #define FTR_SH_UNHOOKED 8u      /* unwind.c: slot given back its real address during a walk */
+#define FTR_SH_SUSPENDED                                                                           \
+    16u /* a coroutine's frame, left by a switch: out of the recorded                              \
+           stream until its stack is resumed (hooks.c) */
 
 /* per-site flags (ftr_site_flags[site]) */
 #define FTR_SF_TRIGGER 1u
@@ -86,6 +89,8 @@ struct ftr_tls {
     struct ftr_shadow *grave;     /* FTR_GRAVE_SIZE entries closed as dead, most recent last */
     uint32_t grave_pos;
     uint32_t rec_depth;     /* recorded frames open (for --max-depth) */
+    uint32_t chain_n;       /* hooks.c: stacks resumed one inside another (swapcontext), ... */
+    uint32_t chain[15];     /* ... outermost first: the last one runs (stack classes) */
     uint32_t graph_open;    /* --graph-function roots open */
     uint32_t notrace_open;  /* --notrace functions open */
     uint64_t overruns;      /* calls not hooked because the shadow stack was full */

@@ -235,8 +235,6 @@ def calls_exactly(want, closed=False):
     return check
 
 
-check_coro = calls_exactly({"main": 1, "pinger": 1, "coro_body": 1, "ping_work": 100,
-                            "pong_work": 100})
 check_coro300 = calls_exactly({"main": 1, "run_coro": 1, "resume": 900, "co_body": 300,
                                "co_work": 600}, closed=True)
 
@@ -337,6 +335,19 @@ def summary_calls(text):
     return got
 
 
+def summary_exactly(want):
+    """ftrace-report --summary counts these calls per function (a coroutine's call once)."""
+    def check(r):
+        got = summary_calls(r.view("--summary"))
+        assert got == want, "--summary calls: %s, want %s" % (got, want)
+    return check
+
+
+check_coro = all_of(
+    exact([{"main": 1, "main;pinger": 1, "main;pinger;ping_work": 100,
+            "main;pinger;coro_body": 1, "main;pinger;coro_body;pong_work": 100}]),
+    summary_exactly({"main": 1, "pinger": 1, "ping_work": 100, "coro_body": 1,
+                     "pong_work": 100}))
 def check_forkret(r):
     """The parent's and the child's trees exact; the child's main and forker2 are the frames it
     inherited, which --summary does not count as its calls."""
@@ -673,6 +684,13 @@ CASES = {
     "swapcontext": Case("bcoro.c", [], check_coro),
     "swapcontext-nest": Case("bcoro.c", ["nest"], exact(
         [{"main": 1, "main;foo": 1, "main;foo;bar": 1, "main;baz": 1}])),
+    "swapcontext-pingpong": Case("bcoro.c", ["pingpong"], all_of(exact([{
+        "main": 1, "main;driver": 1, "main;driver;a_body": 1, "main;driver;a_body;a_step": 3,
+        "main;driver;a_body;a_step;a_work": 3, "main;driver;a_body;a_step;b_body": 1,
+        "main;driver;a_body;a_step;b_body;b_step": 3,
+        "main;driver;a_body;a_step;b_body;b_step;b_work": 3, "main;after": 1}]),
+        summary_exactly({"main": 1, "driver": 1, "a_body": 1, "a_step": 3, "a_work": 3,
+                         "b_body": 1, "b_step": 3, "b_work": 3, "after": 1}))),
     # a GNU C nested function (static chain in r10) passed to qsort() and called directly
     "nested-qsort": Case("bnested.c", [], renamed(exact([{
         "main": 1, "main;sorter": 1, "main;sorter;by_key": 6, "main;sorter;by_key;leaf": 6}]),

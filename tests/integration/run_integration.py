@@ -71,17 +71,21 @@ def parse_graph(text):
             continue  # a comment line (lost events and the like)
         if body.endswith(" /* inherited from the parent */"):  # a frame a fork child entered
             body = body[:-len(" /* inherited from the parent */")]
+        resumed = body.endswith(" /* resumed */")  # a coroutine's frame again: not a new call
+        if resumed:
+            body = body[:-len(" /* resumed */")]
         if depth != len(st) - (1 if body.startswith("}") else 0):
             raise AssertionError("tid %d: depth %d but %d open: %r" % (tid, depth, len(st), line))
         if body.endswith("();"):
-            folded[tid][";".join(st + [body[:-3]])] += 1
+            folded[tid][";".join(st + [body[:-3]])] += 0 if resumed else 1
         elif body.endswith("() {"):
             st.append(body[:-4])
-            folded[tid][";".join(st)] += 1
+            folded[tid][";".join(st)] += 0 if resumed else 1
         elif body.startswith("} /* "):
             name = body[5:-3] if body.endswith(" */") else body[5:]  # names may hold spaces
-            if name.endswith(" (unwound)"):
-                name = name[:-len(" (unwound)")]
+            for why in (" (unwound)", " (suspended)"):
+                if name.endswith(why):
+                    name = name[:-len(why)]
             if not st or st[-1] != name:
                 raise AssertionError("tid %d: closing %s but open is %s" % (tid, name, st))
             st.pop()
