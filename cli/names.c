@@ -2,8 +2,8 @@
  * names.c - what a function is called in the report, and where its source is.
  *
  * Names come from the trace (the SITES chunks, recorded raw at record time), so the report
- * works when the binaries changed or are gone. They are demangled here (libstdc++'s
- * __cxa_demangle, through patcher/filter.c's ftr_demangle(), which the filters use too) and may
+ * works when the binaries changed or are gone. They are demangled here (libsupc++'s
+ * demangler, through patcher/filter.c's ftr_demangle(), which the filters use too) and may
  * carry the module they belong to ("name@libfoo.so").
  *
  * Module files are opened (libdwfl) only when they are needed: for source lines (--srcline)
@@ -21,9 +21,6 @@
 #include <sys/stat.h>
 
 #include "ftr_filter.h"
-
-/* libstdc++'s demangler (C linkage); -lstdc++ */
-extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 
 enum { MOD_UNOPENED, MOD_OK, MOD_MISSING, MOD_OTHER_BUILD, MOD_NO_LINES };
 
@@ -55,11 +52,10 @@ const char *frp_module_file(const char *path)
 
 /* ---- demangling ---- */
 
-/* patcher/filter.c's ftr_demangle(), the one the filters use, with libstdc++'s demangler */
+/* patcher/filter.c's ftr_demangle(), the one the filters use */
 char *frp_demangle(const char *sym, enum frp_demangle mode)
 {
     if (mode == FRP_DEMANGLE_NONE || !sym || sym[0] != '_' || sym[1] != 'Z') return NULL;
-    ftr_demangle_use(__cxa_demangle);
     return ftr_demangle(sym, mode == FRP_DEMANGLE_SIMPLE ? FTR_DEMANGLE_NAME : FTR_DEMANGLE_FULL);
 }
 
@@ -137,7 +133,6 @@ static char *lookup_symbol(struct frp_report *r, const struct frp_process *p,
 
 int frp_report_names(struct frp_report *r, enum frp_demangle mode, int show_module)
 {
-    ftr_demangle_use(__cxa_demangle); /* for the filters too */
     struct frp_names *ns = names_of(r);
     if (!ns) return FTR_E_NOMEM;
     ns->mode = mode;

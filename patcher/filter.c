@@ -18,9 +18,9 @@
  *     expression: then the first such comma splits, as without brackets.
  * Matching walks the terms from the last to the first and stops at the first that matches.
  *
- * C++ names. A mangled name (_Z...) is matched in several forms, demangled once (with the
- * process's __cxa_demangle: libstdc++ or libc++abi, found with dlsym, so that libftrace.so
- * never depends on libstdc++; see find_demangler()); a term matches when one of its forms does:
+ * C++ names. A mangled name (_Z...) is matched in several forms, demangled once (with
+ * libsupc++'s allocation-free demangler, linked in: libftrace.so depends on no C++ runtime and
+ * never calls the program's malloc for it); a term matches when one of its forms does:
  *   raw        _ZN2ns3Cls6methodEi                         always
  *   name       ns::Cls::method   (no return type, no parameters; clones as .isra.0)
  *   signature  ns::Cls::method(int)   full  int ns::f<int>(int)   only for a pattern with a
@@ -31,9 +31,7 @@
  *   name selects every overload.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <fnmatch.h>
-#include <link.h>
 #include <regex.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -425,54 +423,38 @@ void ftr_filter_free(struct ftr_filter *f)
 
 /* ---- C++ names ---- */
 
-typedef char *cxa_demangle_fn(const char *mangled, char *buf, size_t *len, int *status);
-static _Atomic(cxa_demangle_fn *) demangler;
-static atomic_ullong demangler_missing; /* dlpi_adds when last looked for in vain, + 1 */
+/* libsupc++'s demangler, linked in from libsupc++.a (CMakeLists.txt): it writes the name in
+ * pieces through a callback and keeps its state on the stack, so it allocates nothing (the
+ * process's __cxa_demangle would call the program's malloc from the preload). 0: demangled;
+ * else not a mangled name it knows. */
+int __gcclibcxx_demangle_callback(const char *mangled,
+                                  void (*callback)(const char *, size_t, void *), void *opaque);
 
-void ftr_demangle_use(char *(*fn)(const char *, char *, size_t *, int *))
-{
-    atomic_store(&demangler, fn);
-}
+struct dm_out {
+    char *buf;
+    size_t len, cap;
+    int nomem;
+};
 
-static int loads_so_far(struct dl_phdr_info *info, size_t size, void *arg)
+static void dm_put(const char *s, size_t n, void *opaque)
 {
-    (void)size;
-    *(unsigned long long *)arg = info->dlpi_adds;
-    return 1;
-}
-
-/* The process's __cxa_demangle: in its global scope (a C++ program, libstdc++ or libc++abi), or
- * in a C++ runtime that a library loaded RTLD_LOCAL brought. Looked for again only once more
- * objects were loaded. When there is none (g++ links libstdc++ only into the programs that use
- * it: --as-needed), libstdc++.so.6 is loaded once, RTLD_LOCAL, with the real dlopen (not the
- * preload's, whose rescan would re-enter the patcher): only a C++ name meets this, only when a
- * filter has to match it. The handles stay: the C++ runtimes have unique symbols, so the
- * loader never unloads them anyway. */
-static cxa_demangle_fn *find_demangler(void)
-{
-    static atomic_int loaded;
-    cxa_demangle_fn *fn = atomic_load(&demangler);
-    if (fn) return fn;
-    unsigned long long adds = 0;
-    dl_iterate_phdr(loads_so_far, &adds);
-    if (atomic_load(&demangler_missing) == adds + 1) return NULL;
-    fn = (cxa_demangle_fn *)dlsym(RTLD_DEFAULT, "__cxa_demangle");
-    static const char *const runtimes[] = {"libstdc++.so.6", "libc++abi.so.1", "libc++.so.1"};
-    void *(*real_dlopen)(const char *, int) =
-        (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
-    for (size_t i = 0; real_dlopen && !fn && i < sizeof runtimes / sizeof runtimes[0]; i++) {
-        void *h = real_dlopen(runtimes[i], RTLD_LAZY | RTLD_NOLOAD); /* if already loaded */
-        if (h) fn = (cxa_demangle_fn *)dlsym(h, "__cxa_demangle");
+    struct dm_out *o = opaque;
+    if (o->nomem) return;
+    if (o->len + n + 1 > o->cap) {
+        size_t cap = o->cap ? o->cap : 256;
+        while (cap < o->len + n + 1)
+            cap *= 2;
+        char *b = realloc(o->buf, cap);
+        if (!b) {
+            o->nomem = 1;
+            return;
+        }
+        o->buf = b;
+        o->cap = cap;
     }
-    if (!fn && real_dlopen && !atomic_exchange(&loaded, 1)) {
-        void *h = real_dlopen(runtimes[0], RTLD_LAZY | RTLD_LOCAL);
-        if (h) fn = (cxa_demangle_fn *)dlsym(h, "__cxa_demangle");
-    }
-    if (fn)
-        atomic_store(&demangler, fn);
-    else
-        atomic_store(&demangler_missing, adds + 1);
-    return fn;
+    memcpy(o->buf + o->len, s, n);
+    o->len += n;
+    o->buf[o->len] = 0;
 }
 
 /* Where the parts of a demangled name are: the name starts at start (after a template
@@ -556,16 +538,12 @@ static void name_form(const char *s, char *out)
 char *ftr_demangle(const char *sym, enum ftr_demangle_form form)
 {
     if (!sym || sym[0] != '_' || sym[1] != 'Z') return NULL;
-    cxa_demangle_fn *fn = find_demangler();
-    if (!fn) return NULL;
-    int status = -1;
-    char *got = fn(sym, NULL, NULL, &status);
-    /* the demangler's memory is the process's malloc's (in libftrace.so, malloc and free are
-     * the tracer's own, preload/alloc.c): copied into ours, given back with the process's free */
-    static void (*process_free)(void *);
-    if (!process_free) process_free = (void (*)(void *))dlsym(RTLD_DEFAULT, "free");
-    char *d = got && status == 0 ? strdup(got) : NULL;
-    if (got && process_free) process_free(got);
+    struct dm_out o = {0};
+    if (__gcclibcxx_demangle_callback(sym, dm_put, &o) != 0 || o.nomem || !o.len) {
+        free(o.buf);
+        return NULL;
+    }
+    char *d = o.buf;
     if (!d) return NULL;
     if (form == FTR_DEMANGLE_NAME) {
         name_form(d, d);

@@ -101,15 +101,10 @@ enum ftr_demangle_form {
     FTR_DEMANGLE_FULL,      /* as the demangler writes it: int ns::g<int>(int) */
 };
 /*! ftr_demangle() : the demangled form of a mangled C++ name (malloc'ed; free() it), NULL when
- *  sym is no mangled name or there is no demangler. The demangler is the process's own
- *  __cxa_demangle (libstdc++ or libc++abi, found with dlsym when it is loaded; the preload never
- *  loads one), or the one given to ftr_demangle_use(). It allocates with malloc: patch and
- *  report time only, never in a hook. Thread-safe. */
+ *  sym is no mangled name. The demangler is libsupc++'s, linked in (it allocates nothing of its
+ *  own; the result is built with this module's malloc: in libftrace.so, the tracer's own). Patch
+ *  and report time only, never in a hook. Thread-safe. */
 char *ftr_demangle(const char *sym, enum ftr_demangle_form form);
-/*! ftr_demangle_use() : the demangler to use (a tool linked with libstdc++ passes
- *  __cxa_demangle, which also keeps the library linked). */
-void ftr_demangle_use(char *(*cxa_demangle)(const char *mangled, char *buf, size_t *len,
-                                            int *status));
 
 #ifdef __cplusplus
 }

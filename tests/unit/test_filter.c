@@ -3,20 +3,11 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ftr_filter.h"
-
-/* C++ names are demangled with the process's __cxa_demangle, as in a traced C++ program: this
- * test is a C program, so it loads libstdc++ the way such a program has it (global scope). */
-__attribute__((constructor)) static void load_libstdcxx(void)
-{
-    if (!dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL))
-        fprintf(stderr, "test_filter: no libstdc++.so.6: %s\n", dlerror());
-}
 
 static char err[256];
 
