@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -229,10 +230,12 @@ void ftr_thread_init_slow(void *reserved)
 {
     struct ftr_tls *t = &ftr_tls;
     if (t->state != FTR_T_NEW || !ftr_g.ready) return;
+    int saved_errno = errno; /* the program's, live across the call being entered */
     t->in_slow = 1;
     t->state = FTR_T_OFF; /* until everything below succeeded */
     if (setup(reserved) < 0 && reserved) record_release(reserved);
     t->in_slow = 0;
+    errno = saved_errno;
 }
 
 /* The writer reads another thread's write position; the thread's TLS block goes away with the
@@ -394,13 +397,17 @@ static void report_lost(struct ftr_tls *t)
     ftr_record_special(FTR_SP_LOST, arg);
 }
 
-/* The current chunk is full. The spare takes its place first, so that a signal handler landing
- * anywhere below still records (only the three stores of the switch are a window: end = NULL
- * makes every reservation fail until pos and end agree again). Then the full chunk goes to the
- * writer and a new spare is taken. */
+/* The current chunk is full. The spare takes its place, the full chunk goes to the writer and
+ * a new spare is taken, with every signal blocked (two system calls per chunk of records): a
+ * handler that siglongjmp()s out of it (a timeout) would abandon it half done, and the full
+ * chunk, never queued, would be lost with everything in it. A handler that lands before the
+ * block runs a nested switch of its own (nothing is done yet). The program's errno is kept. */
 void ftr_chunk_full_slow(void *unused)
 {
     (void)unused;
+    int saved_errno = errno;
+    uint64_t all = ~0ull, mask;
+    int blocked = syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &mask, sizeof mask) == 0;
     struct ftr_tls *t = &ftr_tls;
     struct ftr_thread *thr = t->thr;
     t->in_slow = 1;
@@ -433,6 +440,8 @@ void ftr_chunk_full_slow(void *unused)
     ftr_wake_writer();
     report_lost(t);
     t->in_slow = 0;
+    if (blocked) syscall(SYS_rt_sigprocmask, SIG_SETMASK, &mask, NULL, sizeof mask);
+    errno = saved_errno;
 }
 
 int ftr_threads_init(void)
