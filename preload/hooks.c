@@ -604,8 +604,13 @@ static void resume(struct ftr_tls *t, uint32_t cls, uint64_t tsc)
     }
     uint32_t n = (uint32_t)(t->top - w);
     if (!n || !recording(t)) return;
+    if (ftr_hot.max_depth) /* --max-depth: those deeper stay out (and suspended) */
+        n = t->rec_depth >= ftr_hot.max_depth      ? 0
+            : n < ftr_hot.max_depth - t->rec_depth ? n
+                                                   : ftr_hot.max_depth - t->rec_depth;
+    if (!n) return;
     record_arg(t, ftr_rec_head(FTR_SP_RESUMED, FTR_EV_SPECIAL), tsc, n);
-    for (struct ftr_shadow *e = w; e < t->top; e++) {
+    for (struct ftr_shadow *e = w; e < w + n; e++) {
         e->flags &= ~FTR_SH_SUSPENDED;
         if (record(t, ftr_rec_head(e->site, FTR_EV_ENTRY), tsc)) {
             e->flags |= FTR_SH_RECORDED;
@@ -624,24 +629,58 @@ static void runs(struct ftr_tls *t, uintptr_t sp, uint64_t tsc)
     }
     for (uint32_t i = 0; i < t->chain_n; i++)
         if (t->chain[i] == cls) {
-            suspend_from(t, i + 1, tsc);
+            if (t->shadow_base) suspend_from(t, i + 1, tsc);
             t->chain_n = i + 1;
             return;
         }
-    if (t->chain_n == sizeof t->chain / sizeof t->chain[0]) t->chain_n = 0; /* start afresh */
+    /* deeper than the chain holds: that stack is not followed (its frames stay in the stream
+     * until a return suspends them, as without the chain) */
+    if (t->chain_n == sizeof t->chain / sizeof t->chain[0]) return;
     t->chain[t->chain_n++] = cls;
-    resume(t, cls, tsc);
+    if (t->shadow_base) resume(t, cls, tsc);
 }
 
 void ftr_context_switch(uintptr_t here, uintptr_t to_sp)
 {
     struct ftr_tls *t = &ftr_tls;
-    /* not inside a hook (a handler that interrupted one) nor before the thread's first */
-    if (t->state != FTR_T_ACTIVE || !t->shadow_base || t->hook_sp || t->in_slow) return;
+    /* not inside a hook (a handler that interrupted one); before the thread's first hook, the
+     * chain only (a first traced call inside a coroutine must find the main stack below it) */
+    if (t->state == FTR_T_OFF || t->hook_sp || t->in_slow) return;
     uint64_t old;
     if (!block_signals(&old)) return; /* a handler's hooks must not see the entries move */
     uint64_t tsc = ftr_rdtsc();
     runs(t, here, tsc);
     if (to_sp) runs(t, to_sp, tsc);
+    restore_signals(&old);
+}
+
+/* makecontext() on [lo, hi): a coroutine made afresh on that memory. Entries this thread still
+ * holds for frames there are of a coroutine abandoned suspended: they are dropped (never to be
+ * resumed), and the stack leaves the chain. */
+void ftr_context_made(uintptr_t lo, uintptr_t hi)
+{
+    struct ftr_tls *t = &ftr_tls;
+    if (t->state != FTR_T_ACTIVE || !t->shadow_base || t->hook_sp || t->in_slow) return;
+    uint64_t old;
+    if (!block_signals(&old)) return;
+    uint64_t tsc = ftr_rdtsc();
+    struct ftr_shadow *w = t->shadow_base;
+    for (struct ftr_shadow *e = t->shadow_base; e < t->top; e++) {
+        if (e->slot && e->slot - lo < hi - lo) {
+            bury(t, e);
+            retire(t, e, FTR_EV_UNWIND, tsc);
+            continue;
+        }
+        if (w != e) *w = *e;
+        w++;
+    }
+    for (struct ftr_shadow *e = w; e < t->top; e++)
+        e->slot = 0;
+    t->top = w;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < t->chain_n; i++)
+        if (!(t->chain[i] != FTR_STACK_OWN && ftr_stack_is(lo, t->chain[i])))
+            t->chain[k++] = t->chain[i];
+    t->chain_n = k;
     restore_signals(&old);
 }

@@ -151,9 +151,11 @@ static makecontext_fn real_makecontext;
 FTR_HIDDEN makecontext_fn ftr_makecontext_note(ucontext_t *ucp)
 {
     if (!real_makecontext) real_makecontext = (makecontext_fn)dlsym(RTLD_NEXT, "makecontext");
-    if (ucp)
-        ftr_stack_declare((uintptr_t)ucp->uc_stack.ss_sp,
-                          (uintptr_t)ucp->uc_stack.ss_sp + ucp->uc_stack.ss_size);
+    if (ucp) {
+        uintptr_t lo = (uintptr_t)ucp->uc_stack.ss_sp, hi = lo + ucp->uc_stack.ss_size;
+        ftr_context_made(lo, hi); /* before: the entries there are found by the old range */
+        ftr_stack_declare(lo, hi);
+    }
     return real_makecontext;
 }
 #endif /* FTR_NO_WRAPPERS */

@@ -83,5 +83,8 @@ void ftr_stacks_init(void) FTR_HIDDEN; /* constructor: the main thread's stack, 
  * it. Any context. */
 void ftr_stack_bounds_here(size_t size, uintptr_t *lo, uintptr_t *hi) FTR_HIDDEN;
 void ftr_stack_declare(uintptr_t lo, uintptr_t hi) FTR_HIDDEN; /* a stack the program made */
+/* hooks.c: makecontext() on [lo, hi) makes a coroutine afresh there: this thread's entries of
+ * frames on that memory (a coroutine abandoned suspended) are dropped */
+void ftr_context_made(uintptr_t lo, uintptr_t hi) FTR_HIDDEN;
 
 #endif /* FTR_STACKS_H */

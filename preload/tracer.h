@@ -90,7 +90,7 @@ struct ftr_tls {
     uint32_t grave_pos;
     uint32_t rec_depth;     /* recorded frames open (for --max-depth) */
     uint32_t chain_n;       /* hooks.c: stacks resumed one inside another (swapcontext), ... */
-    uint32_t chain[15];     /* ... outermost first: the last one runs (stack classes) */
+    uint32_t chain[31];     /* ... outermost first: the last one runs (stack classes) */
     uint32_t graph_open;    /* --graph-function roots open */
     uint32_t notrace_open;  /* --notrace functions open */
     uint64_t overruns;      /* calls not hooked because the shadow stack was full */

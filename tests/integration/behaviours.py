@@ -335,6 +335,18 @@ def summary_calls(text):
     return got
 
 
+def gen_tree(n):
+    """bcoro gen: generator i runs inside resume_gen(i) (progs/bcoro.c)."""
+    t = {"main": 1}
+    for i in range(n):
+        a = "main;resume_gen" + ";start;gen_body;resume_gen" * i
+        t[a] = 1
+        t[a + ";post"] = 1
+        for f in ("start", "start;gen_body", "start;gen_body;work", "start;gen_body;yield_val"):
+            t[a + ";" + f] = 1
+    return t
+
+
 def summary_exactly(want):
     """ftrace-report --summary counts these calls per function (a coroutine's call once)."""
     def check(r):
@@ -684,6 +696,13 @@ CASES = {
     "swapcontext": Case("bcoro.c", [], check_coro),
     "swapcontext-nest": Case("bcoro.c", ["nest"], exact(
         [{"main": 1, "main;foo": 1, "main;foo;bar": 1, "main;baz": 1}])),
+    "swapcontext-gen": Case("bcoro.c", ["gen"], exact([gen_tree(20)])),
+    "swapcontext-reuse": Case("bcoro.c", ["reuse"], exact([{
+        "main": 1, "main;run_co": 3, "main;run_co;old_gen": 1, "main;run_co;old_gen;post": 2,
+        "main;run_co;old_gen;old_yield": 2, "main;run_co;new_task": 1,
+        "main;run_co;new_task;post": 1}])),
+    "swapcontext-firstin": Case("bcorofirst.c", [], exact([{
+        "co_root": 1, "co_root;co_work": 3, "co_root;co_yield": 3, "main_work": 3}])),
     "swapcontext-pingpong": Case("bcoro.c", ["pingpong"], all_of(exact([{
         "main": 1, "main;driver": 1, "main;driver;a_body": 1, "main;driver;a_body;a_step": 3,
         "main;driver;a_body;a_step;a_work": 3, "main;driver;a_body;a_step;b_body": 1,

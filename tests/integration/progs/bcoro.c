@@ -14,7 +14,15 @@
  * B's frames are reopened (not new calls) inside the a_step that resumed them each time, so
  * tree: main, main;driver, ;a_body, ;a_body;a_step x3, ;a_step;a_work x3, ;a_step;b_body,
  * ;b_body;b_step x3, ;b_step;b_work x3, main;after; nothing open at the end (A and B are left
- * suspended). */
+ * suspended).
+ * bcoro gen: 20 generators, each producing by resuming the next (resume_gen switches to it,
+ * then calls post): one round. Generator i runs inside resume_gen(i): tree (A_i = main,
+ * resume_gen, then i times start;gen_body;resume_gen): A_i;start, A_i;start;gen_body,
+ * ;gen_body;work, ;gen_body;yield_val, A_i;post, each once; nothing open.
+ * bcoro reuse: a generator abandoned suspended (old_gen, twice pulled), then a new coroutine
+ * made on its stack memory (new_task): tree main, main;run_co x3, ;run_co;old_gen,
+ * ;old_gen;post x2, ;old_gen;old_yield x2, ;run_co;new_task, ;new_task;post: no frame of
+ * old_gen in the third run_co. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,8 +123,100 @@ NOTRACE static void make(ucontext_t *c, void (*fn)(void))
     makecontext(c, fn, 0);
 }
 
+#define NGEN 20
+static ucontext_t gen_ctx[NGEN], gen_ret[NGEN];
+static int gen_val[NGEN];
+NOINLINE void post(int i)
+{
+    ping_sum += i;
+}
+NOINLINE int work(int i, int v)
+{
+    return v + i;
+}
+NOINLINE int resume_gen(int i)
+{
+    swapcontext(&gen_ret[i], &gen_ctx[i]);
+    post(i);
+    return gen_val[i];
+}
+NOINLINE void yield_val(int i, int v)
+{
+    gen_val[i] = v;
+    swapcontext(&gen_ctx[i], &gen_ret[i]);
+    NOTAIL();
+}
+NOINLINE void gen_body(int i)
+{
+    for (int k = 0;; k++) {
+        int v = i == NGEN - 1 ? k : resume_gen(i + 1);
+        yield_val(i, work(i, v));
+    }
+}
+NOINLINE void start(int i)
+{
+    gen_body(i);
+}
+
+static ucontext_t ru_main, ru_co;
+static char ru_stack[65536];
+NOINLINE void old_yield(void)
+{
+    swapcontext(&ru_co, &ru_main);
+    NOTAIL();
+}
+NOINLINE void old_gen(void)
+{
+    for (;;) {
+        post(1);
+        old_yield();
+    }
+}
+NOINLINE void new_task(void)
+{
+    post(2);
+}
+NOINLINE void run_co(void)
+{
+    swapcontext(&ru_main, &ru_co);
+    NOTAIL();
+}
+NOTRACE static void make_on(ucontext_t *c, char *stack, size_t size, void (*fn)(void))
+{
+    getcontext(c);
+    c->uc_stack.ss_sp = stack;
+    c->uc_stack.ss_size = size;
+    c->uc_link = &ru_main;
+    makecontext(c, fn, 0);
+}
+
+NOTRACE static int other_modes(const char *mode)
+{
+    if (!strcmp(mode, "gen")) {
+        for (int i = 0; i < NGEN; i++) {
+            getcontext(&gen_ctx[i]);
+            gen_ctx[i].uc_stack.ss_sp = malloc(64 * 1024);
+            gen_ctx[i].uc_stack.ss_size = 64 * 1024;
+            makecontext(&gen_ctx[i], (void (*)(void))start, 1, i);
+        }
+        printf("gen: %d\n", resume_gen(0));
+        return 0;
+    }
+    if (!strcmp(mode, "reuse")) {
+        make_on(&ru_co, ru_stack, sizeof ru_stack, old_gen);
+        run_co();
+        run_co(); /* old_gen is left suspended for good */
+        make_on(&ru_co, ru_stack, sizeof ru_stack, new_task);
+        run_co();
+        printf("reuse: done\n");
+        return 0;
+    }
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && other_modes(argv[1]) == 0) return 0;
     if (argc > 1 && !strcmp(argv[1], "pingpong")) {
         make(&pp_a, a_body);
         make(&pp_b, b_body);
