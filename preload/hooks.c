@@ -219,10 +219,14 @@ static inline void entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot)
         t->overruns++; /* like the kernel's trace_overrun: the call runs unhooked */
         return;
     }
+    /* Reserved first, marked as being built after: a signal handler whose jump abandons this
+     * hook between the two leaves an empty entry (slot 0: dropped with the frames left). The
+     * other order would mark the entry a handler's own hooks are about to take: that one's
+     * RECORDED mark would be cleared with its ENTRY written (its UNWIND then missing). */
+    t->top = top + 1; /* a signal handler from here on pushes above it */
+    SIGNAL_FENCE();
     t->building = top;
     t->inflight = NULL;
-    SIGNAL_FENCE();
-    t->top = top + 1; /* reserved: a signal handler from here on pushes above it */
     SIGNAL_FENCE();
     top->ret = ret;
     top->site = site;

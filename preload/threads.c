@@ -255,8 +255,7 @@ static void tls_leave(struct ftr_thread *r)
 /* A coroutine hooked a frame on one thread and returns from it on another (a fiber scheduler
  * moves it): this thread has no entry for the slot; the thread that hooked it has, in its
  * shadow stack or its graveyard (both in its record's mapping, which stays mapped). The entry
- * is only read: the thread it belongs to may be moving its entries; its copy is left there, on
- * a stack that thread never returns on. */
+ * is read, then emptied where it still is (see below). */
 #define ORPHANS 4096u
 static struct {
     _Atomic uintptr_t slot;
@@ -297,10 +296,20 @@ void ftr_foreign_return(void *arg)
         if (top < base || top > base + ftr_cfg.shadow_entries) continue;
         for (const struct ftr_shadow *e = top; e > base; e--) {
             if (__atomic_load_n(&e[-1].slot, __ATOMIC_RELAXED) != q->slot) continue;
-            const struct ftr_shadow *lo = e - 1; /* the lowest of a tail-call group has it */
+            struct ftr_shadow *lo = (struct ftr_shadow *)e - 1; /* a tail-call group's lowest */
             while (lo > base && lo[-1].slot == q->slot)
                 lo--;
-            if (lo->ret != (uintptr_t)ftr_tramp_return) q->ret = lo->ret;
+            if (lo->ret == (uintptr_t)ftr_tramp_return) break;
+            q->ret = lo->ret;
+            /* The frame returns here, so that thread's entries for it are stale: emptied, lest
+             * the coroutine come back to it and a later frame at the same address find them.
+             * Only this address is emptied (while the coroutine runs here, no live entry of that
+             * thread has it), and only if it is still there (that thread may move entries). */
+            for (struct ftr_shadow *p = lo; p < e; p++) {
+                uintptr_t want = q->slot;
+                __atomic_compare_exchange_n(&p->slot, &want, 0, 0, __ATOMIC_RELAXED,
+                                            __ATOMIC_RELAXED);
+            }
             break;
         }
         for (unsigned i = 0; i < FTR_GRAVE_SIZE && !q->ret; i++)

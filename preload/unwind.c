@@ -105,7 +105,9 @@ static uintptr_t real_return(const struct ftr_tls *t, uintptr_t slot)
         const struct ftr_shadow *g = &t->grave[(t->grave_pos - i) & (FTR_GRAVE_SIZE - 1)];
         if (g->slot == slot && g->ret) return g->ret;
     }
-    return 0;
+    struct ftr_foreign q = {slot, 0}; /* hooked on another thread: a coroutine resumed here */
+    ftr_foreign_return(&q);
+    return q.ret;
 }
 
 /* Puts the real return address back in the hooked slots of this thread above `above` (0:

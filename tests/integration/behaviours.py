@@ -260,6 +260,15 @@ def check_migrate(r):
         "calls: %s" % dict(c)
 
 
+def check_migback(r):
+    assert not r.report_err, "ftrace-report: %s" % r.report_err.strip()
+    c = collections.Counter()
+    for t in r.trees():
+        c.update(count_calls(t))
+    assert c["main"] == 1 and c["mb_body"] == 1 and c["mb_f1"] == 1 and c["mb_f2"] == 1 and \
+        c["mb_thread"] == 1, "calls: %s" % dict(c)
+
+
 def check_exit3(r):
     info = r.view()
     assert "exited with status 3" in info, "--info: %s" % info
@@ -637,6 +646,8 @@ CASES = {
     # (bhostile jmpprof, a SIGPROF handler's siglongjmp that lands inside the hooks, is not in
     # the suite yet: about 1 run in 6 still leaves a mismatched exit; check_jmpprof checks it)
     "hostile-migrate": Case("bhostile.c", ["migrate"], check_migrate, needed=HOSTILE_LIB),
+    # ... and back on the thread that first ran it (its entries there are stale by then)
+    "hostile-migback": Case("bhostile.c", ["migback"], check_migback, needed=HOSTILE_LIB),
     "hostile-keydtor": Case("bhostile.c", ["keydtor"], exact(
         [{"main": 1}, {"kthread": 1, "kdtor": 1, "kdtor;kwork": 1}]), needed=HOSTILE_LIB),
     "hostile-exit3": Case("bhostile.c", ["exit3"], check_exit3, needed=HOSTILE_LIB),

@@ -20,6 +20,10 @@
  *              and made of main;job(;mid(;leaf)) with on_prof below any of them.
  *   migrate    a coroutine suspended inside step() on one thread is resumed on the next one
  *              (a fiber scheduler's workers), 4 threads in turn: nothing breaks.
+ *   migback    a coroutine suspended inside mb_f1 on the main thread is resumed on a new thread
+ *              (mb_f1 returns there, mb_f2 suspends), then back on the main thread: each
+ *              return lands where the program's own would (stdout: f1 done, f2 done, body
+ *              done), the tree says mb_f1 1, mb_f2 1, mb_body 1.
  *   keydtor    a thread's pthread key destructor (the program's) calls traced code after the
  *              start routine: thread tree {kthread 1, kdtor 1, kdtor;kwork 1}; main {main 1}.
  *   exit3      an atexit handler registered before main calls exit(3) after main returned 0:
@@ -205,6 +209,55 @@ static void run_migrate(void)
     }
 }
 
+/* ---- migback ---- */
+static ucontext_t mb_co, *mb_back;
+NOINLINE void mb_yield(void)
+{
+    swapcontext(&mb_co, mb_back);
+    NOTAIL();
+}
+NOINLINE void mb_f1(void)
+{
+    mb_yield();
+    printf("f1 done\n");
+}
+NOINLINE void mb_f2(void)
+{
+    mb_yield();
+    printf("f2 done\n");
+}
+NOINLINE void mb_body(void)
+{
+    mb_f1();
+    mb_f2();
+    printf("body done\n");
+    mb_yield();
+}
+NOINLINE void mb_resume(void)
+{
+    ucontext_t here;
+    mb_back = &here;
+    swapcontext(&here, &mb_co);
+    NOTAIL();
+}
+NOINLINE void *mb_thread(void *a)
+{
+    mb_resume();
+    return a;
+}
+static void run_migback(void)
+{
+    getcontext(&mb_co);
+    mb_co.uc_stack.ss_size = 64 * 1024;
+    mb_co.uc_stack.ss_sp = malloc(64 * 1024);
+    makecontext(&mb_co, mb_body, 0);
+    mb_resume(); /* body -> f1 -> yield, on the main thread */
+    pthread_t t;
+    pthread_create(&t, NULL, mb_thread, NULL); /* f1 returns there; f2 -> yield */
+    pthread_join(t, NULL);
+    mb_resume(); /* back on the main thread: f2 returns, body yields for good */
+}
+
 /* ---- keydtor ---- */
 static pthread_key_t key;
 NOINLINE void kwork(void)
@@ -280,6 +333,8 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "migrate")) {
         run_migrate();
         printf("migrate: %ld\n", (long)sink);
+    } else if (!strcmp(mode, "migback")) {
+        run_migback();
     } else if (!strcmp(mode, "keydtor")) {
         pthread_key_create(&key, kdtor);
         pthread_t t;
