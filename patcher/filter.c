@@ -12,7 +12,8 @@
  *     part of "::" (so that C++ names such as ns::f need no module).
  *  4. Globs are checked here, because fnmatch(3) silently reads an unmatched '[' as a literal:
  *     unmatched '[', unknown [:class:], trailing backslash. Regular expressions are compiled
- *     with REG_EXTENDED | REG_NOSUB.
+ *     by ftr_regex.h (POSIX extended syntax as glibc's regcomp reads it; our own code, so that
+ *     matching allocates nothing and never calls the program's malloc).
  *     Step 1 does not split at a comma inside (...) or <...> (a C++ parameter or template
  *     argument list: "ns::f(int, int)"), unless the bracket never closes before the end of the
  *     expression: then the first such comma splits, as without brackets.
@@ -32,7 +33,6 @@
  */
 #define _GNU_SOURCE
 #include <fnmatch.h>
-#include <regex.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -42,19 +42,20 @@
 #include <wctype.h>
 
 #include "ftr_filter.h"
+#include "ftr_regex.h"
 
 #define ERR_TEXT_MAX 60 /* characters of a term quoted in an error message */
 
 struct term {
     int exclude;
     int is_regex;
-    int compiled;  /* re holds a compiled expression */
     int sig;       /* the pattern has a parameter list: '(' in a glob, "\\(" in a regex */
     int tmpl;      /* a glob that names template arguments ('<' outside an operator's name) */
     char *module;  /* glob on the module's basename, or NULL: any module */
     char *pattern; /* glob or regular expression text (after '@'), unescaped; a glob with a
                       parameter list has its spaces taken out */
-    regex_t re;
+    /* a regular expression's compiled form (ftr_regex.h) */
+    struct ftr_re re;
 };
 
 struct ftr_filter {
@@ -339,13 +340,10 @@ static int parse_term(struct term *t, char *s, size_t num, const char *raw, size
             term_error(err, errlen, num, raw, rawlen, "empty pattern after '@'");
             return -1;
         }
-        int rc = regcomp(&t->re, pat, REG_EXTENDED | REG_NOSUB);
-        if (rc != 0) {
-            regerror(rc, &t->re, why, sizeof why);
+        if (ftr_re_compile(&t->re, pat, why, sizeof why) != 0) {
             term_error(err, errlen, num, raw, rawlen, "bad regular expression: %s", why);
             return -1;
         }
-        t->compiled = 1;
     } else if ((problem = glob_problem(pat, 0, why, sizeof why))) {
         term_error(err, errlen, num, raw, rawlen, "%s", problem);
         return -1;
@@ -414,7 +412,7 @@ void ftr_filter_free(struct ftr_filter *f)
 {
     if (!f) return;
     for (size_t i = 0; i < f->n; i++) {
-        if (f->t[i].compiled) regfree(&f->t[i].re);
+        ftr_re_free(&f->t[i].re);
         free(f->t[i].module);
         free(f->t[i].pattern);
     }
@@ -643,7 +641,7 @@ static const char *form_of(struct forms *fs, int k, int variant)
 static int text_matches(const struct term *t, const char *text)
 {
     if (!text) return 0;
-    if (t->is_regex) return regexec(&t->re, text, 0, NULL, 0) == 0;
+    if (t->is_regex) return ftr_re_match(&t->re, text);
     return fnmatch(t->pattern, text, 0) == 0;
 }
 

@@ -7,7 +7,9 @@
  *   EXPR := TERM { ',' TERM }
  *   TERM := [ '-' ] [ MODULE ':' ] PATTERN
  *   PATTERN := GLOB            shell glob on the function name: * ? [...] (fnmatch)
- *            | '@' REGEX       POSIX extended regular expression, unanchored (use ^ $)
+ *            | '@' REGEX       POSIX extended regular expression, unanchored (use ^ $), as
+ *                              glibc's regcomp reads it but without back references
+ *                              (ftr_regex.h: our own matcher, which allocates nothing)
  *   MODULE := GLOB             matched against the module's file name (basename), e.g.
  *                              libfoo.so* ; the main executable also matches the name "exe"
  *                              (callers say which module is the main one: ftr_filter_match_ex)
@@ -29,7 +31,7 @@
  * Globs match across "::" ('*' matches any text).
  * Errors name the term: an empty term ("a,,b"), a lone '-', an empty module before ':', an
  * empty pattern, an unmatched '[' / unknown [:class:] / trailing '\' in a glob, a regular
- * expression that regcomp() rejects.
+ * expression that ftr_re_compile() rejects (its reason follows: "unmatched (").
  * See docs/filters.md.
  */
 #ifndef FTR_FILTER_H

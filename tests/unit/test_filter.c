@@ -280,6 +280,45 @@ Test(filter, error_bad_regex)
     cr_expect(strncmp(err, prefix, strlen(prefix)) == 0, "%s", err);
 }
 
+/* the reasons are ftr_regex.c's; glibc's back references are not taken */
+Test(filter, error_bad_regex_reasons)
+{
+    fails("a,b,@a(", "bad filter term 3 '@a(': bad regular expression: unmatched (");
+    fails("@[z-a]", "bad filter term 1 '@[z-a]': bad regular expression: invalid range z-a");
+    fails("@*x", "bad filter term 1 '@*x': bad regular expression: nothing to repeat before '*'");
+    fails("@^f(a)\\1$",
+          "bad filter term 1 '@^f(a)\\1$': bad regular expression: back reference \\1 is not "
+          "supported");
+    fails("@a{1\\,x}", "bad filter term 1 '@a{1\\,x}': bad regular expression: invalid repetition "
+                       "count in {...}");
+}
+
+Test(filter, regex_syntax)
+{
+    static const struct {
+        const char *name;
+        int sel;
+    } names[] = {
+        {"get_name", 1},   {"get_name2", 0}, {"reset_name", 0}, {"Write", 1},
+        {"db::Write", 1},  {"db_Write", 0}, /* '_' is a word character: no word start */
+        {"WriteBatch", 0}, {"xxx", 1},       {"x", 0},
+    };
+    struct ftr_filter *f = parse("@^(get|set)_[[:alpha:]]+$,@\\<Write\\>,@^x{2\\,}$");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        cr_expect_eq(sel(f, names[i].name), names[i].sel, "%s", names[i].name);
+    ftr_filter_free(f);
+
+    /* no exponential backtracking on a long name */
+    f = parse("@(a*)*b");
+    char name[5000];
+    memset(name, 'a', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    cr_expect_not(sel(f, name));
+    name[sizeof name - 2] = 'b';
+    cr_expect(sel(f, name));
+    ftr_filter_free(f);
+}
+
 Test(filter, error_bad_glob)
 {
     fails("sheep_[ab", "bad filter term 1 'sheep_[ab': unmatched [ in glob");
