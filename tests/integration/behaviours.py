@@ -643,8 +643,9 @@ CASES = {
     "hostile-coro300": Case("bhostile.c", ["coro300"], check_coro300, needed=HOSTILE_LIB),
     # a coroutine resumed on another thread; the program's key destructors; exit() from an exit
     # handler registered before main
-    # (bhostile jmpprof, a SIGPROF handler's siglongjmp that lands inside the hooks, is not in
-    # the suite yet: about 1 run in 6 still leaves a mismatched exit; check_jmpprof checks it)
+    # a SIGPROF handler's siglongjmp out of traced code, landing inside the hooks too
+    "hostile-jmpprof": Case("bhostile.c", ["jmpprof", "alarm"], check_jmpprof,
+                            needed=HOSTILE_LIB),
     "hostile-migrate": Case("bhostile.c", ["migrate"], check_migrate, needed=HOSTILE_LIB),
     # ... and back on the thread that first ran it (its entries there are stale by then)
     "hostile-migback": Case("bhostile.c", ["migback"], check_migback, needed=HOSTILE_LIB),
