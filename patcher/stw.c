@@ -67,8 +67,11 @@ static uint64_t asleep_switches[MAX_TRACKED]; /* context switches of a thread le
 static uint8_t blocking[MAX_TRACKED];         /* it had the signal blocked when signalled */
 static uint64_t blocking_cpu[MAX_TRACKED];    /* and had run this long (ns) */
 static atomic_int ntids; /* published before the signal is sent: the handler scans tids */
-static pid_t ignored[MAX_IGNORED];
-static int nignored;
+/* Our own threads, which never run patched code. Added to from any thread (the constructor
+ * adds the writer while the control server adds itself): a slot is claimed with one atomic
+ * add, then filled (a claimed slot still 0 matches no thread for that moment). */
+static _Atomic pid_t ignored[MAX_IGNORED];
+static atomic_int nignored;
 
 /* While threads are parked, one of them may hold a libc lock (malloc's, stdio's): from the
  * first signal on, this file uses system calls and stack buffers only. */
@@ -175,22 +178,31 @@ int ftr_stw_init(int signo, int (*install)(int sig, const struct sigaction *sa),
 
 void ftr_stw_forget_ignored(void)
 {
-    nignored = 0;
+    for (int i = 0; i < MAX_IGNORED; i++)
+        atomic_store(&ignored[i], 0);
+    atomic_store(&nignored, 0);
+}
+
+static int ignored_count(void)
+{
+    int n = atomic_load(&nignored);
+    return n < MAX_IGNORED ? n : MAX_IGNORED;
 }
 
 void ftr_stw_ignore(int tid)
 {
-    for (int i = 0; i < nignored; i++)
-        if (ignored[i] == tid) return;
-    if (nignored < MAX_IGNORED) ignored[nignored++] = tid;
+    for (int i = 0, n = ignored_count(); i < n; i++)
+        if (atomic_load(&ignored[i]) == tid) return;
+    int i = atomic_fetch_add(&nignored, 1);
+    if (i < MAX_IGNORED) atomic_store(&ignored[i], tid);
 }
 
 static int is_listed(pid_t tid)
 {
     for (int i = 0, n = atomic_load(&ntids); i < n; i++)
         if (tids[i] == tid) return 1;
-    for (int i = 0; i < nignored; i++)
-        if (ignored[i] == tid) return 1;
+    for (int i = 0, n = ignored_count(); i < n; i++)
+        if (atomic_load(&ignored[i]) == tid) return 1;
     return 0;
 }
 
@@ -354,8 +366,8 @@ static int for_each_other_thread(int (*fn)(pid_t tid, void *arg), void *arg)
             off += de->d_reclen;
             pid_t tid = (pid_t)atoi(de->d_name);
             int ign = tid <= 0 || tid == self;
-            for (int i = 0; !ign && i < nignored; i++)
-                ign = ignored[i] == tid;
+            for (int i = 0, n = ignored_count(); !ign && i < n; i++)
+                ign = atomic_load(&ignored[i]) == tid;
             if (!ign) rc = fn(tid, arg);
         }
     close(dfd);

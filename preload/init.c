@@ -247,10 +247,11 @@ int ftr_program_gone(int *leader_gone)
     if (!p || p[1] != ' ') return 0;
     *leader_gone = p[2] == 'Z' || p[2] == 'X';
     if (!*leader_gone) return 0;
-    long threads = 0;
-    for (int field = 3; *p && field < 20; p++) /* field 20: num_threads */
+    /* p ends field 2 (comm); each space starts the next field: 20 is num_threads (counted
+     * from 3 here, it read field 19, the nice value: a program run under nice 5 never ended) */
+    for (int field = 2; *p && field < 20; p++)
         if (*p == ' ') field++;
-    threads = strtol(p, NULL, 10);
+    long threads = strtol(p, NULL, 10);
     if (threads > 4) return 0; /* the zombie leader, the writer, the control server, more */
     return ftr_stw_others() == 0;
 }

@@ -621,6 +621,11 @@ CASES = {
         [{"main": 1, "main;mainexit": 1}, TALKER])),
     "threads-sysexit": Case("bthreads.c", ["sysexit"], exact(
         [{"main": 1, "main;sysexit": 1}, TALKER], [["main", "sysexit"]])),
+    # ... in a process run under nice 5
+    "threads-mainexit-nice": Case("bthreads.c", ["mainexit", "nice"], exact(
+        [{"main": 1, "main;mainexit": 1}, TALKER])),
+    "threads-sysexit-nice": Case("bthreads.c", ["sysexit", "nice"], exact(
+        [{"main": 1, "main;sysexit": 1}, TALKER], [["main", "sysexit"]])),
     "threads-blocked": Case("bstartup.c", ["blocked"], exact(
         [{"main": 1, "main;work": 1, "main;work;leaf": 10}, {"rd_done": 1}, {"sl_done": 1}]),
         needed=STARTUP_LIB),

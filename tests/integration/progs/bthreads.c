@@ -19,6 +19,8 @@
  *             talker;work 3, talker;work;leaf 6}
  *   sysexit   the same, but the main thread ends with a raw exit system call (no glibc).
  *             trees: main {main, main;sysexit} (left open); thread as mainexit
+ * A second argument "nice" runs the mode under nice(5) first (a niced process whose main
+ * thread had exited never ended: the tracer read the nice value as its thread count).
  */
 #include <pthread.h>
 #include <semaphore.h>
@@ -29,7 +31,11 @@
 #include "behave.h"
 
 static volatile long sink;
-NOINLINE long leaf(long x) { sink += x; return x * 3 + 1; }
+NOINLINE long leaf(long x)
+{
+    sink += x;
+    return x * 3 + 1;
+}
 NOINLINE long work(long n)
 {
     long s = 0;
@@ -87,7 +93,10 @@ NOINLINE int detached(void)
     return 32;
 }
 
-NOINLINE void cleanup_fn(void *arg) { sink += (long)arg; }
+NOINLINE void cleanup_fn(void *arg)
+{
+    sink += (long)arg;
+}
 NOINLINE void nest2(void)
 {
     leaf(1);
@@ -107,7 +116,10 @@ NOINLINE void *exiter(void *arg)
     NOTAIL();
     return NULL;
 }
-NOINLINE void after_join(void) { sink++; }
+NOINLINE void after_join(void)
+{
+    sink++;
+}
 
 NOINLINE int texit(void)
 {
@@ -149,6 +161,7 @@ NOINLINE int sysexit(void)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
+    if (argc > 2 && !strcmp(argv[2], "nice") && nice(5) == -1) return 3;
     int rc = 2;
     if (!strcmp(mode, "many"))
         rc = many();
