@@ -644,12 +644,46 @@ static void runs(struct ftr_tls *t, uintptr_t sp, uint64_t tsc)
     if (t->shadow_base) resume(t, cls, tsc);
 }
 
+/* A signal handler that interrupted a hook switches to another coroutine (preemptive green
+ * threads): the hook resumes only when this context is switched back to, after the other
+ * coroutines' hooks have pushed and popped entries under it, and then writes its stale view
+ * back. That cannot be made safe: this thread steps aside. Every return address it hooked is
+ * put back (frames return as if never traced), it hooks no more calls, and says so once. */
+static void step_aside(struct ftr_tls *t)
+{
+    uint64_t old;
+    int blocked = block_signals(&old);
+    for (struct ftr_shadow *e = t->shadow_base; e && e < t->top; e++) {
+        uintptr_t *slot = (uintptr_t *)e->slot;
+        if (slot && e->ret != (uintptr_t)ftr_tramp_return && *slot == (uintptr_t)ftr_tramp_return)
+            *slot = e->ret;
+    }
+    t->state = FTR_T_OFF;
+    static int said;
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) {
+        static const char msg[] = "ftrace-run: a signal handler switched coroutines "
+                                  "(swapcontext) inside the tracer's hook: that thread is "
+                                  "traced no further\n";
+        long rc;
+        __asm__ volatile("syscall"
+                         : "=a"(rc)
+                         : "a"(1), "D"(2), "S"(msg), "d"(sizeof msg - 1)
+                         : "rcx", "r11", "memory");
+        (void)rc;
+    }
+    if (blocked) restore_signals(&old);
+}
+
 void ftr_context_switch(uintptr_t here, uintptr_t to_sp)
 {
     struct ftr_tls *t = &ftr_tls;
-    /* not inside a hook (a handler that interrupted one); before the thread's first hook, the
-     * chain only (a first traced call inside a coroutine must find the main stack below it) */
-    if (t->state == FTR_T_OFF || t->hook_sp || t->in_slow) return;
+    if (t->state == FTR_T_OFF) return;
+    if (t->hook_sp || t->in_slow) { /* a handler that interrupted a hook */
+        if (t->state == FTR_T_ACTIVE && t->shadow_base) step_aside(t);
+        return;
+    }
+    /* before the thread's first hook, the chain only (a first traced call inside a coroutine
+     * must find the main stack below it) */
     uint64_t old;
     if (!block_signals(&old)) return; /* a handler's hooks must not see the entries move */
     uint64_t tsc = ftr_rdtsc();
