@@ -259,7 +259,15 @@ static int settle_abandoned(struct ftr_tls *t, uintptr_t sp, uintptr_t here);
 
 /* A hook that runs above the stack address of a hook still marked as running, on the same
  * stack, runs in a frame that hook's is gone from: it was left for good (an asynchronous
- * cancellation unwound it, and this runs in a cleanup handler). */
+ * cancellation unwound it, and this runs in a cleanup handler). "Above" has 8 bytes of slack:
+ * an entry hook is marked at its slot and an exit hook at its slot + 8, and a cleanup handler
+ * called from the same frame has its slot at that very slot; a hook nested in a signal handler
+ * runs hundreds of bytes below (the signal frame lies between). */
+#define LEFT_SLACK 8u
+static inline int left_above(uintptr_t sp, uintptr_t hook_sp)
+{
+    return sp + LEFT_SLACK >= hook_sp;
+}
 static __attribute__((noinline)) void left_behind(struct ftr_tls *t, uintptr_t sp)
 {
     if (ftr_stack_class(t, sp) == ftr_stack_class(t, t->hook_sp))
@@ -268,7 +276,7 @@ static __attribute__((noinline)) void left_behind(struct ftr_tls *t, uintptr_t s
 
 static inline struct marks marks_enter(struct ftr_tls *t, uintptr_t sp)
 {
-    if (unlikely(t->hook_sp) && sp > t->hook_sp) left_behind(t, sp);
+    if (unlikely(t->hook_sp) && left_above(sp, t->hook_sp)) left_behind(t, sp);
     struct marks m = {t->hook_sp, t->building, t->exiting, t->inflight};
     t->building = t->exiting = NULL;
     SIGNAL_FENCE();
@@ -442,7 +450,7 @@ static void recount(struct ftr_tls *t)
  * counters are recounted from the shadow stack. */
 static int settle_abandoned(struct ftr_tls *t, uintptr_t sp, uintptr_t here)
 {
-    if (!t->hook_sp || sp <= t->hook_sp) return 0;
+    if (!t->hook_sp || !left_above(sp, t->hook_sp)) return 0;
     struct ftr_shadow *b = t->building, *x = t->exiting;
     if (b && t->shadow_base && b >= t->shadow_base && b < t->top) {
         if (!b->slot) {

@@ -260,6 +260,19 @@ def check_migrate(r):
         "calls: %s" % dict(c)
 
 
+def check_cancel_random(r):
+    assert not r.report_err, "ftrace-report: %s" % r.report_err.strip()
+    trees = r.trees()
+    assert {"main": 1} in trees and len(trees) == 31, "threads: %d" % len(trees)
+    ok = {"rspin", "rspin;rmid", "rspin;rmid;rleaf", "rspin;rclean"}
+    for t in trees:
+        if t == {"main": 1}:
+            continue
+        assert set(t) <= ok and t["rspin"] == 1 and t.get("rspin;rclean", 0) <= 1, \
+            "thread tree: %s" % show(t)
+    assert not r.open_calls(), "open at the end: %s" % r.open_calls()
+
+
 def check_migback(r):
     assert not r.report_err, "ftrace-report: %s" % r.report_err.strip()
     c = collections.Counter()
@@ -706,6 +719,8 @@ CASES = {
     # runs (the forced unwind walks through the hooked slots), each nested where it runs
     "cancel-deferred": Case("bcancel.c", ["deferred"], exact([{"main": 1}, CANCEL_TREE])),
     "cancel-async": Case("bcancel.c", ["async"], exact([{"main": 1}, CANCEL_TREE])),
+    # asynchronous cancellation at random points, in the hooks too
+    "cancel-async-random": Case("bcancel.c", ["random"], check_cancel_random),
     "cancel-cxx-deferred": Case("bcancel.cpp", ["deferred"], exact([{"main": 1}, CANCEL_TREE]),
                                 variant="cxx"),
     "cancel-cxx-async": Case("bcancel.cpp", ["async"], exact([{"main": 1}, CANCEL_TREE]),
