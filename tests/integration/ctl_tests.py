@@ -383,6 +383,7 @@ def test_phases(e, exe, a):
         # a stopped process is not left a request
         os.kill(pid, signal.SIGSTOP)
         try:
+            wait_stopped(pid)  # the stop takes effect later than kill() returns
             expect(e.ctl("--timeout", "300", pid, "off"), 1, "is stopped", "stopped process")
         finally:
             os.kill(pid, signal.SIGCONT)
@@ -415,6 +416,18 @@ def test_phases(e, exe, a):
     n_slow = sum(name_of(b) == "slow" for _d, b in seg)
     assert n_slow >= 3, "after threshold 1ms: %d slow() before a fast call" % n_slow
     check_marks(e, trace, pid, lines)
+
+
+def wait_stopped(pid, limit=10.0):
+    """Until /proc says pid is stopped (a SIGSTOP is delivered after kill() returns: on a loaded
+    machine, an ftrace-ctl run at once found it running, sent its request, and waited 15 s)."""
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        with open("/proc/%d/stat" % pid) as f:
+            if f.read().rsplit(")", 1)[1].split()[0] in ("T", "t"):
+                return
+        time.sleep(0.01)
+    raise AssertionError("process %d not stopped %.0f s after SIGSTOP" % (pid, limit))
 
 
 # what each ftrace-ctl change of test_phases leaves in the trace, in order (the "off" refused
