@@ -302,15 +302,23 @@ void ftr_hook_entry(uint32_t site, uintptr_t *slot)
     marks_leave(t, &m);
 }
 
+/* One line on stderr with a raw write (no libc: any context, any register state) */
+static void say_raw(const char *msg, unsigned long len)
+{
+    long rc;
+    __asm__ volatile("syscall"
+                     : "=a"(rc)
+                     : "a"(1), "D"(2), "S"(msg), "d"(len)
+                     : "rcx", "r11", "memory");
+    (void)rc;
+}
+
 static __attribute__((noreturn)) void lost_return(void)
 {
     /* Our return trampoline ran with no entry for it anywhere: there is no address to return
      * to; stop loudly rather than jump into nowhere. */
     static const char msg[] = "ftrace-run: fatal: return address of a traced call lost\n";
-    __asm__ volatile("syscall"
-                     :
-                     : "a"(1), "D"(2), "S"(msg), "d"(sizeof msg - 1)
-                     : "rcx", "r11", "memory");
+    say_raw(msg, sizeof msg - 1);
     __builtin_trap();
 }
 
@@ -616,10 +624,10 @@ static void resume(struct ftr_tls *t, uint32_t cls, uint64_t tsc)
     }
     uint32_t n = (uint32_t)(t->top - w);
     if (!n || !recording(t)) return;
-    if (ftr_hot.max_depth) /* --max-depth: those deeper stay out (and suspended) */
-        n = t->rec_depth >= ftr_hot.max_depth      ? 0
-            : n < ftr_hot.max_depth - t->rec_depth ? n
-                                                   : ftr_hot.max_depth - t->rec_depth;
+    if (ftr_hot.max_depth) { /* --max-depth: those deeper stay out (and suspended) */
+        uint32_t room = t->rec_depth < ftr_hot.max_depth ? ftr_hot.max_depth - t->rec_depth : 0;
+        if (n > room) n = room;
+    }
     if (!n) return;
     record_arg(t, ftr_rec_head(FTR_SP_RESUMED, FTR_EV_SPECIAL), tsc, n);
     for (struct ftr_shadow *e = w; e < w + n; e++) {
@@ -672,12 +680,7 @@ static void step_aside(struct ftr_tls *t)
         static const char msg[] = "ftrace-run: a signal handler switched coroutines "
                                   "(swapcontext) inside the tracer's hook: that thread is "
                                   "traced no further\n";
-        long rc;
-        __asm__ volatile("syscall"
-                         : "=a"(rc)
-                         : "a"(1), "D"(2), "S"(msg), "d"(sizeof msg - 1)
-                         : "rcx", "r11", "memory");
-        (void)rc;
+        say_raw(msg, sizeof msg - 1);
     }
     if (blocked) restore_signals(&old);
 }
