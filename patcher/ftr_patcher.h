@@ -8,6 +8,9 @@
  *                  what the new bytes do (for the breakpoint handler). Pure, tested on buffers.
  *   elf_sites.c    find the sites of one loaded module: __mcount_loc, __patchable_function_entries,
  *                  else the symbol table; name each site's function; read the build-id.
+ *   dwarf_args.c   which functions of a module take all their arguments in registers, from its
+ *                  DWARF, read by dwarf_read.c (a small reader on libelf: libdw cannot link
+ *                  into the preload).
  *   text_io.c      the only code that reads and writes live text: through /proc/thread-self/mem
  *                  (a missing page is an error, never a fault), read back; mprotect only for
  *                  callers that are alone.
@@ -240,6 +243,51 @@ struct ftr_module {
 int ftr_module_scan(const char *path, uint64_t base, const void *phdr, unsigned phnum,
                     struct ftr_module *m, char *err, size_t errlen);
 void ftr_module_free(struct ftr_module *m);
+
+/* ---- dwarf_args.c: functions whose arguments all travel in registers ---- */
+struct Elf; /* libelf's Elf */
+
+/*! ftr_dwarf_regargs() : the entry addresses (DW_AT_low_pc: file virtual addresses, not
+ *  relocated) of the functions of elf (an x86-64 ET_EXEC / ET_DYN, or its separate debug file)
+ *  that take no argument on the stack under the System V ABI, so that they may be called with
+ *  a stack lower than their caller built. Sorted ascending, unique, in a malloc'ed *addrs
+ *  (NULL when the count is 0 or -1; free() it).
+ *  Conservative (listed wrongly breaks a program, left out wrongly costs speed). Listed: a
+ *  concrete DW_TAG_subprogram with a DW_AT_low_pc, in a compile unit of C or C++, prototyped
+ *  (or C++), not variadic, of the normal calling convention, whose formal parameters (its own
+ *  and those of its abstract origins / specifications: the larger count) take at most 6
+ *  INTEGER and 8 SSE registers, counting
+ *    - pointers, references, enums, integers of up to 8 bytes: 1 INTEGER; __int128 and
+ *      pointers to members: 2 INTEGER (a pointer to member function is 16 bytes);
+ *    - float, double, complex float: 1 SSE; complex double: 2 SSE;
+ *    - an aggregate of up to 16 bytes: 2 INTEGER and 2 SSE, unless a member is unaligned
+ *      (packed) or of an x87 type (long double), which the ABI passes in memory;
+ *    - a returned aggregate, long double or unknown type: 1 INTEGER (the hidden pointer);
+ *  and anything else (long double, _Float128, vectors, arrays, larger aggregates, types in
+ *  type units, unknown types) as not in registers. Not listed either:
+ *    - from another producer than GCC (DW_AT_producer "GNU ..."): internal functions (no
+ *      DW_AT_external) and functions with a parameter without a location. LLVM's argument
+ *      promotion (-O3, LTO) passes the fields a pointer parameter points to instead, keeping
+ *      the function's name and DWARF;
+ *    - an address also described as not eligible (another copy, folded code), outside the
+ *      executable sections, or with a name in elf's .symtab / .dynsym that
+ *      ftr_dwarf_name_ok() refuses;
+ *    - functions described by DW_AT_ranges (hot and cold parts) rather than DW_AT_low_pc.
+ *  Not known from DWARF, so still the caller's: gcc's ms_abi functions (only clang marks them).
+ *  Reads .debug_info (DWARF 2 to 5; type units and split-DWARF skeletons give nothing),
+ *  .debug_abbrev, .debug_str, .debug_line_str, .debug_str_offsets and .debug_addr, and
+ *  decompresses SHF_COMPRESSED and .zdebug sections in place (elf_compress). Malformed DWARF
+ *  is never an error: a unit or function that cannot be read is left out.
+ *  @return the count (0 when there is no DWARF), or -1 on allocation failure (err filled). */
+long ftr_dwarf_regargs(struct Elf *elf, uint64_t **addrs, char *err, size_t errlen);
+
+/*! ftr_dwarf_name_ok() : @return 0 when a function so named may not take the parameters its
+ *  DWARF shows: a name with a '.' before any '@VERSION' (gcc's .isra / .constprop / .part
+ *  clones, whose signature IPA changed while their DWARF shows the original; .cold parts;
+ *  LLVM's .llvm.N) or a vector variant (_ZGV...). ftr_dwarf_regargs() applies it to elf's own
+ *  symbol tables; a caller that names functions from elsewhere (another file's symbols) must
+ *  apply it to every name of an entry address too. */
+int ftr_dwarf_name_ok(const char *name);
 
 /* ---- text_poke.c: rewrite sites ---- */
 struct ftr_poke {

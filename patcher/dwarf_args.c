@@ -1,0 +1,536 @@
+/*
+ * dwarf_args.c - the functions of a module that take all their arguments in registers, read from
+ * its DWARF (.debug_info) with libelf alone.
+ *
+ * A "call-through" exit calls a function's body from the trampoline: the function then sees a
+ * stack 16 bytes lower than its caller built, which is only right when it reads nothing from its
+ * caller's stack, i.e. takes no argument on the stack (x86-64 System V). The debug information
+ * says what the parameters were in the source; the rules below turn that into a conservative
+ * verdict (a function wrongly listed breaks the program, one wrongly left out only costs speed).
+ *
+ * Every compile unit of C or C++ is walked DIE by DIE (dwarf_read.c), and each concrete
+ * subprogram's parameters are classified when its children end; types, abstract origins and
+ * specifications are read where they are, by offset (in this unit or another), so nothing but
+ * the abbreviation tables is kept in memory. Whatever is not understood leaves the function (or
+ * the unit) out.
+ *
+ * Runs in the preload constructor and on dlopen: plain C, malloc/free only, no global state.
+ */
+#include "ftr_patcher.h"
+#include "dwarf_read.h"
+
+#include <gelf.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 256   /* DIE nesting followed in a unit */
+#define MAX_HOPS 16     /* typedef / qualifier chain */
+#define MAX_ORIGINS 8   /* abstract origins and specifications followed */
+#define MAX_AGG_DEPTH 8 /* nesting of aggregates looked into */
+#define BUDGET 200000   /* DIEs read to decide one function */
+
+/* Parameter counts of one list of formal parameters */
+struct cnt {
+    int ni, ns, n;
+    uint8_t bad, variadic, noloc;
+};
+
+/* A DIE with children being walked; a concrete subprogram's is decided when they end */
+struct frame {
+    uint8_t sub, pack;
+    struct ftr_dw_die d;
+    struct cnt c;
+};
+
+struct rec {
+    uint64_t addr;
+    int ok;
+};
+
+struct scan {
+    struct ftr_dw dw;
+    struct rec *recs;
+    size_t nrecs, caprecs;
+    struct frame *fr; /* MAX_DEPTH */
+};
+
+/* ---- classification ---- */
+
+/* Strips typedefs and qualifiers from the type *d refers to through slot: @return 1 with the
+ * type in *d, 0 for void (no type), -1 when unknown. */
+static int type_of(struct ftr_dw *x, struct ftr_dw_die *d, int slot, const struct ftr_dw_unit **u)
+{
+    const struct ftr_dw_val *v = ftr_dw_attr(d, slot);
+    for (int hop = 0; hop < MAX_HOPS; hop++) {
+        if (!v) return 0;
+        struct ftr_dw_die t;
+        *u = ftr_dw_deref(x, v, &t);
+        if (!*u) return -1;
+        *d = t;
+        switch (d->tag) {
+        case TAG_typedef:
+        case TAG_const:
+        case TAG_volatile:
+        case TAG_restrict:
+        case TAG_atomic:
+            v = ftr_dw_attr(d, A_TYPE);
+            break;
+        default:
+            return 1;
+        }
+    }
+    return -1;
+}
+
+static int int_encoding(uint64_t e)
+{
+    return e == ATE_address || e == ATE_boolean || e == ATE_signed || e == ATE_signed_char ||
+           e == ATE_unsigned || e == ATE_unsigned_char || e == ATE_UTF || e == ATE_UCS ||
+           e == ATE_ASCII;
+}
+
+/* Registers taken by a base type: @return 0 (counts added to c) or -1 (not a register type) */
+static int base_regs(const struct ftr_dw_unit *u, const struct ftr_dw_die *t, struct cnt *c)
+{
+    uint64_t enc, size;
+    if (!ftr_dw_constant(u, t, A_ENCODING, &enc) || !ftr_dw_constant(u, t, A_BYTE_SIZE, &size) ||
+        !size)
+        return -1;
+    if (int_encoding(enc) && size <= 16) {
+        c->ni += size <= 8 ? 1 : 2;
+        return 0;
+    }
+    if ((enc == ATE_float && size <= 8) || (enc == ATE_complex && size <= 16)) {
+        c->ns += size <= 8 ? 1 : 2; /* long double, _Float128: not taken */
+        return 0;
+    }
+    return -1;
+}
+
+static int agg_align(struct ftr_dw *x, const struct ftr_dw_unit *u, const struct ftr_dw_die *s,
+                     int depth);
+
+/* Natural alignment of a member's type, the type in *d through A_TYPE: @return 1, 2, 4, 8 or
+ * 16, or 0 when it is not a plain scalar or aggregate (x87 long double, vectors, unknown). */
+static unsigned type_align(struct ftr_dw *x, struct ftr_dw_die *d, int depth)
+{
+    const struct ftr_dw_unit *u;
+    uint64_t size = 0, enc = 0;
+    if (depth > MAX_AGG_DEPTH || type_of(x, d, A_TYPE, &u) != 1) return 0;
+    switch (d->tag) {
+    case TAG_pointer:
+    case TAG_reference:
+    case TAG_rvalue_ref:
+    case TAG_ptr_to_member:
+        return 8;
+    case TAG_enum:
+        if (!ftr_dw_constant(u, d, A_BYTE_SIZE, &size)) return 0;
+        return size == 1 || size == 2 || size == 4 || size == 8 ? (unsigned)size : 0;
+    case TAG_base:
+        if (!ftr_dw_constant(u, d, A_ENCODING, &enc) || !ftr_dw_constant(u, d, A_BYTE_SIZE, &size))
+            return 0;
+        if (enc == ATE_complex) size /= 2;
+        if (enc == ATE_float || enc == ATE_complex) {
+            if (size != 2 && size != 4 && size != 8) return 0;
+        } else if (!int_encoding(enc) || (size & (size - 1)) || size > 16 || !size) {
+            return 0;
+        }
+        return (unsigned)size;
+    case TAG_struct:
+    case TAG_class:
+    case TAG_union: {
+        struct ftr_dw_die s = *d;
+        int a = agg_align(x, u, &s, depth + 1);
+        return a > 0 ? (unsigned)a : 0;
+    }
+    case TAG_array:
+        return ftr_dw_flag(d, A_VECTOR) ? 0 : type_align(x, d, depth + 1);
+    default:
+        return 0;
+    }
+}
+
+struct agg {
+    int in_union, depth;
+    unsigned align;
+};
+
+static int agg_member(struct ftr_dw *x, const struct ftr_dw_unit *u, struct ftr_dw_die *m,
+                      void *arg)
+{
+    struct agg *g = arg;
+    if (m->tag != TAG_member && m->tag != TAG_inheritance) return 0;
+    if (m->tag == TAG_member && ftr_dw_flag(m, A_DECL)) return 0; /* a static data member */
+    if (ftr_dw_attr(m, A_ALIGNMENT)) return -1;
+    uint64_t off = 0;
+    int bitfield = ftr_dw_attr(m, A_BIT_SIZE) != NULL;
+    int r = bitfield ? 1 : ftr_dw_member_offset(u, m, &off);
+    if (r < 0 || (r == 0 && !g->in_union)) return -1; /* no offset: 0 in a union only */
+    unsigned a = type_align(x, m, g->depth);
+    if (!a || (!bitfield && off % a)) return -1; /* unaligned: passed in memory */
+    if (a > g->align) g->align = a;
+    return 0;
+}
+
+/* An aggregate passed by value: the ABI puts it in memory (on the stack) when a member is
+ * unaligned (packed) or of x87 class (long double), whatever its size. @return its natural
+ * alignment, or 0 when one of those may be so (or not understood). */
+static int agg_align(struct ftr_dw *x, const struct ftr_dw_unit *u, const struct ftr_dw_die *s,
+                     int depth)
+{
+    if (depth > MAX_AGG_DEPTH || ftr_dw_attr(s, A_ALIGNMENT) || ftr_dw_flag(s, A_DECL)) return 0;
+    struct agg g = {s->tag == TAG_union, depth, 1};
+    return ftr_dw_children(x, u, s, 0, agg_member, &g) ? 0 : (int)g.align;
+}
+
+/* Adds the registers a parameter of the type *d refers to takes; sets c->bad if not known. */
+static void param_regs(struct ftr_dw *x, struct ftr_dw_die *d, struct cnt *c)
+{
+    const struct ftr_dw_unit *u;
+    uint64_t size;
+    if (type_of(x, d, A_TYPE, &u) != 1) {
+        c->bad = 1;
+        return;
+    }
+    switch (d->tag) {
+    case TAG_pointer:
+    case TAG_reference:
+    case TAG_rvalue_ref:
+        c->ni += 1;
+        return;
+    case TAG_ptr_to_member: /* to a member function: 16 bytes, two INTEGER eightbytes */
+        c->ni += 2;
+        return;
+    case TAG_enum:
+        if (ftr_dw_constant(u, d, A_BYTE_SIZE, &size)) {
+            c->ni += size <= 8 ? 1 : 2;
+            c->bad |= !size || size > 16;
+        } else if (type_of(x, d, A_TYPE, &u) != 1 || d->tag != TAG_base || base_regs(u, d, c)) {
+            c->bad = 1; /* no size, nor an underlying type that says it */
+        }
+        return;
+    case TAG_base:
+        if (base_regs(u, d, c)) c->bad = 1;
+        return;
+    case TAG_struct:
+    case TAG_class:
+    case TAG_union:
+        /* Not classified eightbyte by eightbyte: both classes counted twice (safe). */
+        if (!ftr_dw_flag(d, A_DECL) && ftr_dw_constant(u, d, A_BYTE_SIZE, &size) && size <= 16 &&
+            agg_align(x, u, d, 0) > 0) {
+            c->ni += 2;
+            c->ns += 2;
+        } else {
+            c->bad = 1;
+        }
+        return;
+    default: /* arrays, vectors, unspecified types, ... */
+        c->bad = 1;
+    }
+}
+
+/* 1 when a function returning the type *d refers to may take a hidden pointer (in rdi). */
+static int hidden_return(struct ftr_dw *x, struct ftr_dw_die *d)
+{
+    const struct ftr_dw_unit *u;
+    int r = type_of(x, d, A_TYPE, &u);
+    if (r <= 0) return r < 0;
+    switch (d->tag) {
+    case TAG_pointer:
+    case TAG_reference:
+    case TAG_rvalue_ref:
+    case TAG_ptr_to_member:
+    case TAG_enum:
+        return 0;
+    case TAG_base: {
+        struct cnt c = {0};
+        return base_regs(u, d, &c) != 0;
+    }
+    default:
+        return 1;
+    }
+}
+
+/* One child of a subprogram: a parameter, or the mark of a variadic one. */
+static int param_child(struct ftr_dw *x, const struct ftr_dw_unit *u, struct ftr_dw_die *p,
+                       void *arg)
+{
+    struct cnt *c = arg;
+    (void)u;
+    if (p->tag == TAG_unspec_params) c->variadic = 1;
+    if (p->tag != TAG_param) return 0;
+    c->n++;
+    if (!ftr_dw_attr(p, A_LOCATION) && !ftr_dw_attr(p, A_CONST_VALUE)) c->noloc = 1;
+    /* the type, maybe through the parameter's abstract origin(s) */
+    struct ftr_dw_die t = *p;
+    for (int hop = 0; !ftr_dw_attr(&t, A_TYPE); hop++) {
+        struct ftr_dw_die o;
+        if (hop == MAX_HOPS || !ftr_dw_deref(x, ftr_dw_attr(&t, A_ORIGIN), &o) ||
+            o.tag != TAG_param) {
+            c->bad = 1;
+            return 0;
+        }
+        t = o;
+    }
+    param_regs(x, &t, c);
+    return 0;
+}
+
+/* @return 1 for C, 2 for C++ (DW_LANG_*), 0 for other languages: other conventions, or none
+ * we know */
+static int c_family(uint64_t lang)
+{
+    static const uint8_t c[] = {0x01, 0x02, 0x0c, 0x1d, 0x2c};         /* C89 C C99 C11 C17 */
+    static const uint8_t cxx[] = {0x04, 0x19, 0x1a, 0x21, 0x2a, 0x2b}; /* C++ 03 11 14 17 20 */
+    for (size_t i = 0; i < sizeof cxx; i++)
+        if (lang == cxx[i]) return 2;
+    return lang && lang < 0x100 && memchr(c, (int)lang, sizeof c) ? 1 : 0;
+}
+
+/* A unit whose subprograms are looked at: a compile unit of C or C++ */
+static int scanned(const struct ftr_dw_unit *u)
+{
+    return (u->type == UT_compile || u->type == UT_partial) && u->root && !u->dwo &&
+           u->tab != SIZE_MAX && c_family(u->lang);
+}
+
+static void record(struct scan *sc, uint64_t addr, int ok)
+{
+    if (!ftr_dw_grow((void **)&sc->recs, &sc->caprecs, sc->nrecs + 1, sizeof *sc->recs,
+                     &sc->dw.oom))
+        sc->recs[sc->nrecs++] = (struct rec){addr, ok};
+}
+
+/* The verdict on a concrete subprogram whose own parameters are counted in own. */
+static void decide(struct scan *sc, const struct ftr_dw_unit *u, const struct ftr_dw_die *s,
+                   struct cnt own)
+{
+    struct ftr_dw *x = &sc->dw;
+    uint64_t pc;
+    if (!ftr_dw_low_pc(x, u, s, &pc)) return;
+    x->budget = BUDGET;
+    int proto = ftr_dw_flag(s, A_PROTOTYPED), all_cxx = c_family(u->lang) == 2, gnu = u->gnu,
+        ext = ftr_dw_flag(s, A_EXTERNAL);
+    int bad = own.bad || own.variadic || ftr_dw_flag(s, A_DECL), ni = own.ni, ns = own.ns;
+    const struct ftr_dw_val *cc = ftr_dw_attr(s, A_CC);
+    bad |= cc && (cc->kind != V_CONST || cc->u != CC_normal);
+    struct ftr_dw_die t = *s;
+    int hidden = hidden_return(x, &t);
+    /* abstract origins and specifications: their parameter lists count too (the largest) */
+    struct ftr_dw_val todo[MAX_ORIGINS];
+    int ntodo = 0;
+    const struct ftr_dw_val *o1 = ftr_dw_attr(s, A_ORIGIN), *o2 = ftr_dw_attr(s, A_SPEC);
+    if (o1) todo[ntodo++] = *o1;
+    if (o2) todo[ntodo++] = *o2;
+    for (int i = 0; i < ntodo && !bad; i++) {
+        struct ftr_dw_die o;
+        const struct ftr_dw_unit *ou = ftr_dw_deref(x, &todo[i], &o);
+        if (!ou || o.tag != TAG_subprogram) {
+            bad = 1;
+            break;
+        }
+        proto |= ftr_dw_flag(&o, A_PROTOTYPED);
+        all_cxx &= c_family(ou->lang) == 2;
+        gnu &= ou->gnu;
+        ext |= ftr_dw_flag(&o, A_EXTERNAL);
+        cc = ftr_dw_attr(&o, A_CC);
+        /* in a unit not of C or C++: its conventions are unknown */
+        bad |= !scanned(ou) || (cc && (cc->kind != V_CONST || cc->u != CC_normal));
+        t = o;
+        hidden |= hidden_return(x, &t);
+        struct cnt oc = {0};
+        if (ftr_dw_children(x, ou, &o, 1, param_child, &oc)) oc.bad = 1;
+        bad |= oc.bad || oc.variadic;
+        if (oc.ni > ni) ni = oc.ni;
+        if (oc.ns > ns) ns = oc.ns;
+        const struct ftr_dw_val *more[2] = {ftr_dw_attr(&o, A_ORIGIN), ftr_dw_attr(&o, A_SPEC)};
+        for (int k = 0; k < 2; k++) {
+            if (more[k] && ntodo == MAX_ORIGINS) bad = 1;
+            if (more[k] && ntodo < MAX_ORIGINS) todo[ntodo++] = *more[k];
+        }
+    }
+    /* Not GCC: LLVM's argument promotion (-O3, LTO) turns pointer parameters of functions it
+     * sees all calls of into the values they point to, keeping name and debug information. It
+     * leaves those parameters without a location; internal functions are left out anyway. */
+    if (!gnu && (!ext || own.noloc)) bad = 1;
+    int ok = !bad && x->budget >= 0 && (proto || all_cxx) && ni + hidden <= 6 && ns <= 8;
+    record(sc, pc, ok);
+}
+
+/* Walks one compile unit's DIEs, deciding each subprogram when its children end. */
+static void scan_unit(struct scan *sc, const struct ftr_dw_unit *u)
+{
+    struct ftr_dw *x = &sc->dw;
+    struct frame *fr = sc->fr;
+    uint64_t pos = u->die;
+    int depth = 0;
+    while (pos < u->end && !x->oom) {
+        struct ftr_dw_die d;
+        if (ftr_dw_read_die(x, u, pos, &d)) return; /* the rest of the unit is lost */
+        pos = d.next;
+        if (!d.tag) {
+            if (depth == 0) continue; /* padding */
+            struct frame *f = &fr[--depth];
+            if (f->sub) decide(sc, u, &f->d, f->c);
+            if (depth == 0) return;
+            continue;
+        }
+        struct frame *owner = NULL; /* the concrete subprogram whose parameter d may be */
+        if (depth >= 1 && fr[depth - 1].sub) owner = &fr[depth - 1];
+        if (depth >= 2 && fr[depth - 1].pack && fr[depth - 2].sub) owner = &fr[depth - 2];
+        if (owner) {
+            x->budget = BUDGET;
+            param_child(x, u, &d, &owner->c);
+            if (x->budget < 0) owner->c.bad = 1;
+        }
+        int concrete = d.tag == TAG_subprogram && ftr_dw_attr(&d, A_LOW_PC);
+        if (!d.children) {
+            if (concrete) decide(sc, u, &d, (struct cnt){0});
+            continue;
+        }
+        /* no concrete subprogram inside types and inlined code (one missed is left out) */
+        int skip = d.tag == TAG_struct || d.tag == TAG_class || d.tag == TAG_union ||
+                   d.tag == TAG_enum || d.tag == TAG_array || d.tag == TAG_subroutine_type ||
+                   d.tag == TAG_inlined;
+        if (skip && ftr_dw_sibling(u, &d, &pos)) continue;
+        if (depth == MAX_DEPTH) return;
+        struct frame *f = &fr[depth++];
+        f->sub = (uint8_t)concrete;
+        f->pack = d.tag == TAG_param_pack && owner && owner == &fr[depth - 2];
+        f->c = (struct cnt){0};
+        if (f->sub) f->d = d;
+    }
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ---- sections, symbols ---- */
+struct range {
+    uint64_t lo, hi;
+};
+
+struct file {
+    struct range *exec; /* executable sections */
+    size_t nexec, capexec;
+    uint64_t *drop; /* addresses of symbols ftr_dwarf_name_ok() refuses */
+    size_t ndrop, capdrop;
+};
+
+static void load_symbols(struct file *f, Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, int *oom)
+{
+    Elf_Data *d = elf_getdata(scn, NULL);
+    size_t n = d && sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
+    for (size_t i = 1; i < n && !*oom; i++) {
+        GElf_Sym sym;
+        if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF) continue;
+        unsigned type = GELF_ST_TYPE(sym.st_info);
+        if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE) continue;
+        const char *name = elf_strptr(elf, sh->sh_link, sym.st_name);
+        if (!name || ftr_dwarf_name_ok(name)) continue;
+        if (!ftr_dw_grow((void **)&f->drop, &f->capdrop, f->ndrop + 1, sizeof *f->drop, oom))
+            f->drop[f->ndrop++] = sym.st_value;
+    }
+}
+
+/* The executable sections and the names to refuse */
+static void load_file(struct file *f, Elf *elf, int *oom)
+{
+    Elf_Scn *scn = NULL;
+    while ((scn = elf_nextscn(elf, scn)) && !*oom) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh)) continue;
+        if ((sh.sh_flags & (SHF_ALLOC | SHF_EXECINSTR)) == (SHF_ALLOC | SHF_EXECINSTR) &&
+            sh.sh_size &&
+            !ftr_dw_grow((void **)&f->exec, &f->capexec, f->nexec + 1, sizeof *f->exec, oom))
+            f->exec[f->nexec++] = (struct range){sh.sh_addr, sh.sh_addr + sh.sh_size};
+        if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM)
+            load_symbols(f, elf, scn, &sh, oom);
+    }
+}
+
+static int cmp_rec(const void *a, const void *b)
+{
+    const struct rec *x = a, *y = b;
+    if (x->addr != y->addr) return x->addr < y->addr ? -1 : 1;
+    return x->ok - y->ok;
+}
+
+static int in_exec(const struct file *f, uint64_t a)
+{
+    for (size_t i = 0; i < f->nexec; i++)
+        if (a >= f->exec[i].lo && a < f->exec[i].hi) return 1;
+    return 0;
+}
+
+/* The addresses every record of which says eligible, in code, and named acceptably. */
+static long results(struct scan *x, struct file *f, uint64_t **addrs)
+{
+    if (x->nrecs) qsort(x->recs, x->nrecs, sizeof *x->recs, cmp_rec);
+    if (f->ndrop) qsort(f->drop, f->ndrop, sizeof *f->drop, cmp_u64);
+    uint64_t *out = malloc((x->nrecs ? x->nrecs : 1) * sizeof *out);
+    if (!out) return x->dw.oom = 1, -1;
+    long n = 0;
+    for (size_t i = 0; i < x->nrecs;) {
+        size_t j = i;
+        int ok = 1;
+        for (; j < x->nrecs && x->recs[j].addr == x->recs[i].addr; j++)
+            ok &= x->recs[j].ok;
+        uint64_t a = x->recs[i].addr;
+        i = j;
+        if (!ok || !in_exec(f, a) ||
+            (f->ndrop && bsearch(&a, f->drop, f->ndrop, sizeof *f->drop, cmp_u64)))
+            continue;
+        out[n++] = a;
+    }
+    if (n)
+        *addrs = out;
+    else
+        free(out);
+    return n;
+}
+
+int ftr_dwarf_name_ok(const char *name)
+{
+    /* gcc's clones (.isra.0 .constprop.0 .part.0 .cold ...), LLVM's (.llvm.123, .specialized),
+     * and the vector variants of the vector function ABI (_ZGV...) */
+    const char *dot = strchr(name, '.'), *at = strchr(name, '@'); /* not in @GLIBC_2.2.5 */
+    return (!dot || (at && at < dot)) && strncmp(name, "_ZGV", 4) != 0;
+}
+
+long ftr_dwarf_regargs(Elf *elf, uint64_t **addrs, char *err, size_t errlen)
+{
+    GElf_Ehdr eh;
+    *addrs = NULL;
+    if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
+        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64 ||
+        (eh.e_type != ET_EXEC && eh.e_type != ET_DYN)) /* a .o's DWARF is not relocated */
+        return 0;
+    struct scan sc = {0};
+    struct file f = {0};
+    long n = 0;
+    int oom = 0;
+    load_file(&f, elf, &oom);
+    if (!oom && !ftr_dw_open(&sc.dw, elf) && sc.dw.nunits) {
+        sc.fr = malloc(MAX_DEPTH * sizeof *sc.fr);
+        sc.dw.oom |= !sc.fr;
+        for (size_t i = 0; i < sc.dw.nunits && !sc.dw.oom; i++)
+            if (scanned(&sc.dw.units[i])) scan_unit(&sc, &sc.dw.units[i]);
+        if (!sc.dw.oom) n = results(&sc, &f, addrs);
+    }
+    if (oom || sc.dw.oom) {
+        n = -1;
+        if (err && errlen) snprintf(err, errlen, "DWARF parameters: out of memory");
+    }
+    ftr_dw_close(&sc.dw);
+    free(sc.recs);
+    free(sc.fr);
+    free(f.exec);
+    free(f.drop);
+    return n;
+}

@@ -1,0 +1,158 @@
+/*
+ * dwarf_read.h - a small reader of .debug_info on libelf. Shall only be used within patcher/
+ * (dwarf_args.c).
+ *
+ * libdw cannot link into libftrace.so (its static archive has local-exec TLS; the shared one
+ * would allocate with the traced program's malloc), and the preload needs little of DWARF: the
+ * DIEs of subprograms, their parameters and types. So: the unit headers and each unit's root
+ * DIE are read up front, with every abbreviation table; any other DIE is read where it is, by
+ * its .debug_info offset, keeping only the attributes listed below. DWARF 2 to 5, 32 and 64-bit
+ * units, every standard form and the GNU ones (dwz, split DWARF) are walked; a reference that
+ * cannot be followed (to a type unit by signature, to a supplementary file) is read as such.
+ * Every read is bounds-checked: a malformed DIE is an error, never a fault or a loop.
+ * Plain C, malloc/free only.
+ */
+#ifndef FTR_DWARF_READ_H
+#define FTR_DWARF_READ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- DWARF numbers used here ---- */
+// clang-format off
+enum {
+    TAG_array = 0x01, TAG_class = 0x02, TAG_enum = 0x04, TAG_param = 0x05, TAG_member = 0x0d,
+    TAG_pointer = 0x0f, TAG_reference = 0x10, TAG_compile_unit = 0x11, TAG_struct = 0x13,
+    TAG_subroutine_type = 0x15, TAG_typedef = 0x16, TAG_union = 0x17, TAG_unspec_params = 0x18,
+    TAG_inheritance = 0x1c, TAG_inlined = 0x1d, TAG_ptr_to_member = 0x1f, TAG_base = 0x24,
+    TAG_const = 0x26, TAG_subprogram = 0x2e, TAG_volatile = 0x35, TAG_restrict = 0x37,
+    TAG_partial_unit = 0x3c, TAG_rvalue_ref = 0x42, TAG_atomic = 0x47,
+    TAG_param_pack = 0x4108, /* DW_TAG_GNU_formal_parameter_pack */
+};
+enum { UT_compile = 1, UT_type = 2, UT_partial = 3, UT_skeleton = 4, UT_split_compile = 5,
+       UT_split_type = 6 };
+enum { ATE_address = 1, ATE_boolean, ATE_complex, ATE_float, ATE_signed, ATE_signed_char,
+       ATE_unsigned, ATE_unsigned_char, ATE_UTF = 0x10, ATE_UCS, ATE_ASCII };
+#define CC_normal 1
+#define OP_plus_uconst 0x23
+
+/* The attributes kept from a DIE, each in a slot */
+enum { A_SIBLING, A_BYTE_SIZE, A_LOW_PC, A_LANG, A_PRODUCER, A_PROTOTYPED, A_ORIGIN, A_CC,
+       A_MEMBER_LOC, A_DECL, A_ENCODING, A_EXTERNAL, A_SPEC, A_TYPE, A_LOCATION, A_CONST_VALUE,
+       A_ADDR_BASE, A_STR_OFF_BASE, A_ALIGNMENT, A_VECTOR, A_BIT_SIZE, A_DWO_NAME, A_NSLOTS };
+
+/* What an attribute's value is */
+enum { V_CONST = 1, /* data, flag, sdata (two's complement), udata, implicit_const */
+       V_REF,       /* u: the .debug_info offset of a DIE (any reference within the file) */
+       V_BADREF,    /* a reference not followed: ref_sig8, ref_sup, GNU_ref_alt */
+       V_ADDR, V_ADDRX /* u: the index in .debug_addr */, V_BLOCK /* blk, u bytes */,
+       V_STRP, V_LSTRP, V_STRX, V_STRING /* blk */, V_SECOFF, V_OTHER,
+       V_REL /* internal: a unit-relative reference */ };
+// clang-format on
+
+struct ftr_dw_val {
+    uint8_t kind;
+    uint16_t form; /* DW_FORM_* it was read from */
+    uint64_t u;
+    const uint8_t *blk;
+};
+
+struct ftr_dw_die {
+    uint64_t off, next; /* this DIE, what follows its attributes */
+    uint32_t tag;       /* 0: the null entry that ends a list of children */
+    uint8_t children;
+    uint32_t have; /* bit per slot */
+    struct ftr_dw_val v[A_NSLOTS];
+};
+
+struct ftr_dw_unit {
+    uint64_t off, die, end; /* header, root DIE, end: offsets in .debug_info */
+    uint64_t abbrev_off, addr_base, lang;
+    size_t tab; /* index of its abbreviation table; SIZE_MAX: none */
+    uint8_t ver, offsz, addrsz, type;
+    uint8_t root; /* the root DIE is a compile or partial unit's */
+    uint8_t dwo;  /* a split-DWARF skeleton (DW_AT_dwo_name) */
+    uint8_t gnu;  /* DW_AT_producer starts with "GNU " (GCC) */
+    uint8_t has_addr_base;
+};
+
+struct ftr_dw_sec {
+    const uint8_t *p;
+    size_t n;
+};
+
+struct ftr_dw {
+    struct ftr_dw_sec info, abbrev, str, line_str, str_off, addr;
+    struct ftr_dw_unit *units; /* the usable ones, by offset */
+    size_t nunits;
+    struct ftr_dw_abbrev *ab; /* every table's, one after the other */
+    size_t nab, capab;
+    struct ftr_dw_spec *sp; /* their attribute specifications */
+    size_t nsp, capsp;
+    struct ftr_dw_table *tabs;
+    size_t ntabs;
+    long budget; /* DIEs ftr_dw_deref() / ftr_dw_children() may still read (set by the user) */
+    int oom;
+};
+
+/*! ftr_dw_open() : reads elf's DWARF sections (decompressing SHF_COMPRESSED and .zdebug ones in
+ *  place), unit headers, abbreviation tables and root DIEs. @return 0 (no DWARF: no units), or
+ *  -1 when out of memory. ftr_dw_close() in both cases. */
+struct Elf;
+int ftr_dw_open(struct ftr_dw *x, struct Elf *elf);
+void ftr_dw_close(struct ftr_dw *x);
+
+/*! ftr_dw_read_die() : the DIE at .debug_info offset off, in unit u. @return 0, or -1. */
+int ftr_dw_read_die(const struct ftr_dw *x, const struct ftr_dw_unit *u, uint64_t off,
+                    struct ftr_dw_die *d);
+
+/*! ftr_dw_deref() : the DIE a V_REF value points to (never a null entry), counted against
+ *  x->budget. @return its unit, or NULL (not a V_REF, malformed, budget spent). */
+const struct ftr_dw_unit *ftr_dw_deref(struct ftr_dw *x, const struct ftr_dw_val *v,
+                                       struct ftr_dw_die *d);
+
+/*! ftr_dw_children() : calls fn on each child of parent (unit u), and on the children of a
+ *  child DW_TAG_GNU_formal_parameter_pack when packs is set; grandchildren are skipped (through
+ *  DW_AT_sibling when there is one). Counted against x->budget. @return 0, or -1 when the
+ *  children could not all be read or fn returned non-zero. */
+typedef int (*ftr_dw_child_fn)(struct ftr_dw *x, const struct ftr_dw_unit *u,
+                               struct ftr_dw_die *child, void *arg);
+int ftr_dw_children(struct ftr_dw *x, const struct ftr_dw_unit *u, const struct ftr_dw_die *parent,
+                    int packs, ftr_dw_child_fn fn, void *arg);
+
+/*! ftr_dw_sibling() : @return 1 with *pos = d's DW_AT_sibling when it is usable (after d, in
+ *  its unit). */
+int ftr_dw_sibling(const struct ftr_dw_unit *u, const struct ftr_dw_die *d, uint64_t *pos);
+
+/*! ftr_dw_constant() : attribute slot of d as a constant. @return 1, or 0 when absent or not a
+ *  constant (DWARF 2-3's data4 / data8 may be section offsets: not constants). */
+int ftr_dw_constant(const struct ftr_dw_unit *u, const struct ftr_dw_die *d, int slot,
+                    uint64_t *out);
+
+/*! ftr_dw_member_offset() : a data member's (or base class's) DW_AT_data_member_location
+ *  in bytes, a constant or DW_OP_plus_uconst n. @return 1, 0 when absent (*off = 0), -1 when it
+ *  is something else (an expression: a virtual base). */
+int ftr_dw_member_offset(const struct ftr_dw_unit *u, const struct ftr_dw_die *m, uint64_t *off);
+
+/*! ftr_dw_low_pc() : d's DW_AT_low_pc (DW_FORM_addr, or addrx through .debug_addr and the
+ *  unit's DW_AT_addr_base). @return 1, or 0 when absent or unreadable. */
+int ftr_dw_low_pc(const struct ftr_dw *x, const struct ftr_dw_unit *u, const struct ftr_dw_die *d,
+                  uint64_t *pc);
+
+/*! ftr_dw_grow() : makes room for need elements of size bytes in *p (capacity *cap).
+ *  @return 0, or -1 with *oom set. */
+int ftr_dw_grow(void **p, size_t *cap, size_t need, size_t size, int *oom);
+
+static inline const struct ftr_dw_val *ftr_dw_attr(const struct ftr_dw_die *d, int slot)
+{
+    return (d->have >> slot) & 1 ? &d->v[slot] : NULL;
+}
+
+/* a flag (or any constant) that is set */
+static inline int ftr_dw_flag(const struct ftr_dw_die *d, int slot)
+{
+    const struct ftr_dw_val *v = ftr_dw_attr(d, slot);
+    return v && v->kind == V_CONST && v->u;
+}
+
+#endif /* FTR_DWARF_READ_H */

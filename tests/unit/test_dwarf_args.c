@@ -1,0 +1,478 @@
+/*
+ * test_dwarf_args.c - which functions take all their arguments in registers, from DWARF
+ * (patcher/dwarf_args.c).
+ *
+ * Small C and C++ sources are compiled at run time with gcc / g++ and clang / clang++ (a
+ * compiler that is missing is skipped), at -O0 and -O2, with DWARF 5 and 4, and every function's
+ * verdict is checked by its symbol's address. Then copies of one file with corrupted or
+ * truncated DWARF sections are read: the reader may leave anything out but must not crash.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ftr_patcher.h"
+
+/* ---- the code under test, compiled at run time ---- */
+
+/* K keeps each function out of line with its own signature (no clone, no IPA change) */
+#define KEEP                                                                                       \
+    "#ifdef __clang__\n"                                                                           \
+    "#define K __attribute__((noinline, used))\n"                                                  \
+    "#else\n"                                                                                      \
+    "#define K __attribute__((noipa, used))\n"                                                     \
+    "#endif\n"
+
+static const char c_source[] = KEEP
+    "struct S8 { int a, b; };\n"
+    "struct S16 { long a; double b; };\n"
+    "struct S24 { long a, b, c; };\n"
+    "struct P { char c; int x; } __attribute__((packed));\n"
+    "struct L { long double x; };\n"
+    "enum E { E1, E2 };\n"
+    "typedef const volatile long cvl;\n"
+    "K long f0(void) { return 1; }\n"
+    "K long i6(int a, int b, int c, int d, int e, int f) { return a + b + c + d + e + f; }\n"
+    "K long i7(int a, int b, int c, int d, int e, int f, int g)\n"
+    "{ return a + b + c + d + e + f + g; }\n"
+    "K double d8(double a, double b, double c, double d, double e, double f, double g,\n"
+    "            double h) { return a + b + c + d + e + f + g + h; }\n"
+    "K double d9(double a, double b, double c, double d, double e, double f, double g,\n"
+    "            double h, double i) { return a + b + c + d + e + f + g + h + i; }\n"
+    "K double i6d8(int a, int b, int c, int d, int e, int f, double g, double h, double i,\n"
+    "              double j, double k, double l, double m, double n)\n"
+    "{ return a + b + c + d + e + f + g + h + i + j + k + l + m + n; }\n"
+    "K long s8(struct S8 s) { return s.a + s.b; }\n"
+    "K long s16(struct S16 s) { return s.a + (long)s.b; }\n"
+    "K long s16x2i2(struct S16 s, struct S16 t, int a, int b)\n"
+    "{ return s.a + t.a + (long)(s.b + t.b) + a + b; }\n"
+    "K long s16x4(struct S16 s, struct S16 t, struct S16 u, struct S16 v)\n"
+    "{ return s.a + t.a + u.a + v.a; }\n"
+    "K long s24(struct S24 s) { return s.a + s.b + s.c; }\n"
+    "K long var(int n, ...) { return n; }\n"
+    "K long ld(long double x) { return (long)x; }\n"
+    "K struct S24 r24i5(long a, long b, long c, long d, long e)\n"
+    "{ struct S24 r = {a + b, c + d, e}; return r; }\n"
+    "K struct S24 r24i6(long a, long b, long c, long d, long e, long f)\n"
+    "{ struct S24 r = {a + b, c + d, e + f}; return r; }\n"
+    "K long double rld(void) { return 1.5L; }\n"
+    "K long knr(a, b) int a, b; { return a + b; }\n"
+    "K long packed(struct P p) { return p.c + p.x; }\n"
+    "K long ldstruct(struct L l) { return (long)l.x; }\n"
+    "K long ptrs(const char *a, void *b, enum E e, char g, unsigned long h, cvl i)\n"
+    "{ return (long)a + (long)b + e + g + (long)h + i; }\n"
+    "K long i128x3i(__int128 a, __int128 b, __int128 c, int d) { return (long)(a + b + c) + d; }\n"
+    "K double cd4(_Complex double a, _Complex double b, _Complex double c, _Complex double d)\n"
+    "{ return __real__ (a + b + c + d); }\n"
+    "K double cd4d(_Complex double a, _Complex double b, _Complex double c,\n"
+    "              _Complex double d, double e) { return __real__ (a + b + c + d) + e; }\n"
+    "K long fnptr(long (*f)(int), int x) { return f(x); }\n"
+    "static K long st(int a) { return a * 3; }\n"
+    "long (*volatile stp)(int) = st;\n"
+    "/* inlined into its caller and kept out of line: an abstract origin */\n"
+    "static long sio6(long a, long b, long c, long d, long e, long f)\n"
+    "{ return a * b + c * d + e * f; }\n"
+    "long (*volatile sio6p)(long, long, long, long, long, long) = sio6;\n"
+    "long callsio6(long x) { return sio6(x, x, x, x, x, x); }\n"
+    "static long sio7(long a, long b, long c, long d, long e, long f, long g)\n"
+    "{ return a * b + c * d + e * f + g; }\n"
+    "long (*volatile sio7p)(long, long, long, long, long, long, long) = sio7;\n"
+    "long callsio7(long x) { return sio7(x, x, x, x, x, x, x); }\n";
+
+/* std::string by value (invisibly by reference: a class of 32 bytes) or by reference; apart:
+ * <string> takes most of a compile's time */
+static const char string_source[] =
+    "#include <string>\n" KEEP "extern \"C\" K long str(std::string s) { return (long)s.size(); }\n"
+    "extern \"C\" K long sref(const std::string &s) { return (long)s.size(); }\n";
+
+static const char cxx_source[] = KEEP
+    "struct T16 { long a, b; };\n"
+    "struct Kl {\n"
+    "    long v;\n"
+    "    K long m5(long a, long b, long c, long d, long e);\n"
+    "    K long m6(long a, long b, long c, long d, long e, long f);\n"
+    "    K long in5(long a, long b, long c, long d, long e) { return v + a + b + c + d + e; }\n"
+    "    K static long st6(long a, long b, long c, long d, long e, long f)\n"
+    "    { return a + b + c + d + e + f; }\n"
+    "    K virtual long vm5(long a, long b, long c, long d, long e)\n"
+    "    { return v + a + b + c + d + e; }\n"
+    "};\n"
+    "long Kl::m5(long a, long b, long c, long d, long e) { return v + a + b + c + d + e; }\n"
+    "long Kl::m6(long a, long b, long c, long d, long e, long f)\n"
+    "{ return v + a + b + c + d + e + f; }\n"
+    "extern \"C\" K long t16x3(T16 a, T16 b, T16 c) { return a.a + b.b + c.a; }\n"
+    "extern \"C\" K long mptr(long (Kl::*p)(long, long, long, long, long), Kl *k)\n"
+    "{ return (k->*p)(1, 2, 3, 4, 5); }\n"
+    "extern \"C\" K long nul(decltype(nullptr) p, int a) { return a; }\n"
+    "template <class... T> K long pk(T... t) { return (0 + ... + t); }\n"
+    "template long pk<long, long, long, long, long, long>(long, long, long, long, long, long);\n"
+    "template long pk<long, long, long, long, long, long, long>(long, long, long, long, long,\n"
+    "                                                           long, long);\n"
+    "namespace { K long anon(long a) { return a + 1; } }\n"
+    "long (*volatile anonp)(long) = anon;\n";
+
+/* Expected verdicts: Y listed, N not; G listed from gcc only (internal functions are not
+ * listed from other compilers: LLVM's argument promotion). */
+enum { N, Y, G };
+struct expect {
+    const char *name;
+    int verdict;
+};
+
+static const struct expect c_expect[] = {
+    {"f0", Y},       {"i6", Y},    {"i7", N},      {"d8", Y},       {"d9", N},       {"i6d8", Y},
+    {"s8", Y},       {"s16", Y},   {"s16x2i2", Y}, {"s16x4", N},    {"s24", N},      {"var", N},
+    {"ld", N},       {"r24i5", Y}, {"r24i6", N},   {"rld", Y},      {"knr", N},      {"packed", N},
+    {"ldstruct", N}, {"ptrs", Y},  {"i128x3i", N}, {"cd4", Y},      {"cd4d", N},     {"fnptr", Y},
+    {"st", G},       {"sio6", G},  {"sio7", N},    {"callsio6", Y}, {"callsio7", Y},
+};
+
+static const struct expect cxx_expect[] = {
+    {"_ZN2Kl2m5Elllll", Y},
+    {"_ZN2Kl2m6Ellllll", N},
+    {"_ZN2Kl3in5Elllll", Y},
+    {"_ZN2Kl3st6Ellllll", Y},
+    {"_ZN2Kl3vm5Elllll", Y},
+    {"t16x3", Y},
+    {"mptr", Y},
+    {"nul", N},
+    {"_Z2pkIJllllllEElDpT_", Y},
+    {"_Z2pkIJlllllllEElDpT_", N},
+    {"_ZN12_GLOBAL__N_14anonEl", G},
+};
+
+static const struct expect string_expect[] = {{"str", N}, {"sref", Y}};
+
+/* ---- helpers ---- */
+
+static char tmpdir[64];
+
+static void make_tmpdir(void)
+{
+    strcpy(tmpdir, "/tmp/ftr-dwarf-XXXXXX");
+    cr_assert(mkdtemp(tmpdir), "mkdtemp");
+}
+
+static void remove_tmpdir(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    cr_expect(system(cmd) == 0);
+}
+
+static int have(const char *tool)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", tool);
+    return system(cmd) == 0;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "%s", path);
+    fputs(text, f);
+    cr_assert(fclose(f) == 0);
+}
+
+static uint8_t *read_all(const char *path, size_t *size)
+{
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    cr_assert(fd >= 0 && fstat(fd, &st) == 0, "%s", path);
+    uint8_t *buf = malloc((size_t)st.st_size);
+    cr_assert(buf && read(fd, buf, (size_t)st.st_size) == st.st_size, "%s", path);
+    close(fd);
+    *size = (size_t)st.st_size;
+    return buf;
+}
+
+/* The address of the FUNC symbol name in elf's .symtab, or 0. */
+static uint64_t symbol(Elf *elf, const char *name)
+{
+    Elf_Scn *scn = NULL;
+    GElf_Shdr sh;
+    while ((scn = elf_nextscn(elf, scn))) {
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !sh.sh_entsize) continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        for (size_t i = 1; d && i < sh.sh_size / sh.sh_entsize; i++) {
+            GElf_Sym s;
+            const char *n;
+            if (gelf_getsym(d, (int)i, &s) && GELF_ST_TYPE(s.st_info) == STT_FUNC &&
+                s.st_shndx != SHN_UNDEF && (n = elf_strptr(elf, sh.sh_link, s.st_name)) &&
+                !strcmp(n, name))
+                return s.st_value;
+        }
+    }
+    return 0;
+}
+
+static int listed(const uint64_t *v, long n, uint64_t a)
+{
+    for (long i = 0; i < n; i++)
+        if (v[i] == a) return 1;
+    return 0;
+}
+
+/* Runs ftr_dwarf_regargs() on elf and checks the result's shape. */
+static long regargs_of(Elf *elf, uint64_t **v)
+{
+    char err[128] = "";
+    long n = ftr_dwarf_regargs(elf, v, err, sizeof err);
+    cr_assert(n >= 0, "ftr_dwarf_regargs: %s", err);
+    for (long i = 1; i < n; i++)
+        cr_assert((*v)[i - 1] < (*v)[i], "sorted, unique");
+    return n;
+}
+
+static void check_file(const char *path, const struct expect *e, size_t ne, int gnu,
+                       const char *what)
+{
+    int fd = open(path, O_RDONLY);
+    cr_assert(fd >= 0, "%s: not built", path);
+    Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+    cr_assert(elf);
+    uint64_t *v;
+    long n = regargs_of(elf, &v);
+    for (size_t i = 0; i < ne; i++) {
+        uint64_t a = symbol(elf, e[i].name);
+        cr_expect(a, "%s: no symbol %s", what, e[i].name);
+        int want = e[i].verdict == G ? gnu : e[i].verdict == Y;
+        cr_expect(listed(v, n, a) == want, "%s: %s should %sbe listed", what, e[i].name,
+                  want ? "" : "not ");
+    }
+    free(v);
+    elf_end(elf);
+    close(fd);
+}
+
+struct config {
+    const char *cc, *cxx, *opt, *dbg;
+    int c_only;  /* build a.c alone */
+    int strings; /* build the std::string source too */
+};
+
+static void build(const struct config *k, int n)
+{
+    /* all at once, two at a time: the C++ ones take most of the time */
+    char path[128], cmd[4096];
+    size_t len =
+        (size_t)snprintf(cmd, sizeof cmd, "cd '%s' && xargs -P 2 -I@ sh -c @ <<'EOF'\n", tmpdir);
+    for (int i = 0; i < n; i++) {
+        len += (size_t)snprintf(cmd + len, sizeof cmd - len,
+                                "'%s %s %s -w -shared -fPIC a.c -o c%d.so'\n", k[i].cc, k[i].opt,
+                                k[i].dbg, i);
+        if (!k[i].c_only && len < sizeof cmd)
+            len += (size_t)snprintf(cmd + len, sizeof cmd - len,
+                                    "'%s -std=c++17 %s %s -w -shared -fPIC b.cc -o x%d.so'\n",
+                                    k[i].cxx, k[i].opt, k[i].dbg, i);
+        if (k[i].strings && len < sizeof cmd)
+            len += (size_t)snprintf(cmd + len, sizeof cmd - len,
+                                    "'%s -std=c++17 %s %s -w -shared -fPIC s.cc -o s%d.so'\n",
+                                    k[i].cxx, k[i].opt, k[i].dbg, i);
+    }
+    cr_assert(len + 5 < sizeof cmd);
+    strcat(cmd, "EOF\n");
+    snprintf(path, sizeof path, "%s/a.c", tmpdir);
+    write_file(path, c_source);
+    snprintf(path, sizeof path, "%s/b.cc", tmpdir);
+    write_file(path, cxx_source);
+    snprintf(path, sizeof path, "%s/s.cc", tmpdir);
+    write_file(path, string_source);
+    cr_assert(system(cmd) == 0, "compiling failed: %s", cmd);
+}
+
+/* ---- verdicts ---- */
+
+Test(dwarf_args, verdicts, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    elf_version(EV_CURRENT);
+    struct config all[8], k[8];
+    int n = 0, m = 0;
+    const char *opts[] = {"-O0", "-O2"}, *dbgs[] = {"-g", "-gdwarf-4"};
+    for (int c = 0; c < 2; c++)
+        for (int o = 0; o < 2; o++)
+            for (int d = 0; d < 2; d++)
+                all[m++] =
+                    (struct config){c ? "clang" : "gcc", c ? "clang++" : "g++", opts[o], dbgs[d], 0,
+                                    o == 1 && d == 0};
+    for (int i = 0; i < m; i++)
+        if (have(all[i].cc) && have(all[i].cxx)) k[n++] = all[i];
+    if (!n) cr_skip_test("no compiler");
+    build(k, n);
+    for (int i = 0; i < n; i++) {
+        char path[128], what[96];
+        int gnu = !strcmp(k[i].cc, "gcc");
+        snprintf(what, sizeof what, "%s %s %s", k[i].cc, k[i].opt, k[i].dbg);
+        snprintf(path, sizeof path, "%s/c%d.so", tmpdir, i);
+        check_file(path, c_expect, sizeof c_expect / sizeof *c_expect, gnu, what);
+        snprintf(what, sizeof what, "%s %s %s", k[i].cxx, k[i].opt, k[i].dbg);
+        snprintf(path, sizeof path, "%s/x%d.so", tmpdir, i);
+        check_file(path, cxx_expect, sizeof cxx_expect / sizeof *cxx_expect, gnu, what);
+        snprintf(path, sizeof path, "%s/s%d.so", tmpdir, i);
+        if (k[i].strings) check_file(path, string_expect, 2, gnu, what);
+    }
+}
+
+/* Type units (.debug_types, DW_UT_type) are not read: a type in one is unknown. Compressed
+ * sections are decompressed (SHF_COMPRESSED, .zdebug); DWARF 2 and 3 (members located by
+ * expressions) are read; split DWARF's skeletons and no DWARF list nothing. */
+Test(dwarf_args, variants, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    elf_version(EV_CURRENT);
+    if (!have("gcc") || !have("g++")) cr_skip_test("no gcc");
+    struct config k[] = {{"gcc", "g++", "-O2", "-gdwarf-4 -fdebug-types-section", 0, 0},
+                         {"gcc", "g++", "-O2", "-gdwarf-5 -fdebug-types-section -gz", 0, 0},
+                         {"gcc", "g++", "-O2", "-g -gz=zlib-gnu", 1, 0},
+                         {"gcc", "g++", "-O0", "-gdwarf-2", 1, 0},
+                         {"gcc", "g++", "-O2", "-gdwarf-3", 1, 0},
+                         {"gcc", "g++", "-O2", "-g -gsplit-dwarf", 1, 0},
+                         {"gcc", "g++", "-O2", "-g0", 1, 0}};
+    build(k, 7);
+    /* the aggregates and enums are in type units; the pointers to them are not */
+    const struct expect tu[] = {{"t16x3", N}, {"mptr", Y}, {"_ZN2Kl2m5Elllll", Y}},
+                        tu_c[] = {{"i6", Y}, {"i7", N}, {"s16", N}, {"ptrs", N}, {"fnptr", Y}};
+    for (int i = 0; i < 7; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/x%d.so", tmpdir, i);
+        if (i < 2) check_file(path, tu, 3, 1, k[i].dbg);
+        snprintf(path, sizeof path, "%s/c%d.so", tmpdir, i);
+        if (i < 2) check_file(path, tu_c, 5, 1, k[i].dbg);
+        if (i >= 2 && i < 5)
+            check_file(path, c_expect, sizeof c_expect / sizeof *c_expect, 1, k[i].dbg);
+        if (i < 5) continue;
+        int fd = open(path, O_RDONLY);
+        Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+        uint64_t *v;
+        cr_expect(regargs_of(elf, &v) == 0, "%s: nothing listed", k[i].dbg);
+        cr_expect(v == NULL);
+        elf_end(elf);
+        close(fd);
+    }
+}
+
+Test(dwarf_args, names)
+{
+    cr_expect(ftr_dwarf_name_ok("foo"));
+    cr_expect(ftr_dwarf_name_ok("_ZN2Kl2m5Elllll"));
+    cr_expect(ftr_dwarf_name_ok("fopen@@GLIBC_2.2.5"));
+    cr_expect(!ftr_dwarf_name_ok("foo.isra.0"));
+    cr_expect(!ftr_dwarf_name_ok("foo.constprop.0"));
+    cr_expect(!ftr_dwarf_name_ok("foo.part.0"));
+    cr_expect(!ftr_dwarf_name_ok("foo.cold"));
+    cr_expect(!ftr_dwarf_name_ok("foo.lto_priv.0@VER_1"));
+    cr_expect(!ftr_dwarf_name_ok("_ZGVbN2v_foo"));
+    cr_expect(ftr_dwarf_regargs(NULL, &(uint64_t *){0}, NULL, 0) == 0);
+}
+
+/* ---- robustness: corrupted and truncated DWARF ---- */
+
+struct section {
+    size_t off, size, hdr; /* file offset and size of the data; file offset of sh_size */
+};
+
+static int find_section(const uint8_t *img, size_t size, const char *name, struct section *s)
+{
+    Elf *elf = elf_memory((char *)img, size);
+    size_t shstrndx;
+    int found = 0;
+    GElf_Ehdr eh;
+    if (!elf || !gelf_getehdr(elf, &eh) || elf_getshdrstrndx(elf, &shstrndx)) return 0;
+    Elf_Scn *scn = NULL;
+    while (!found && (scn = elf_nextscn(elf, scn))) {
+        GElf_Shdr sh;
+        const char *n;
+        if (!gelf_getshdr(scn, &sh) || !(n = elf_strptr(elf, shstrndx, sh.sh_name)) ||
+            strcmp(n, name))
+            continue;
+        s->off = sh.sh_offset;
+        s->size = sh.sh_size;
+        s->hdr = eh.e_shoff + elf_ndxscn(scn) * eh.e_shentsize + offsetof(Elf64_Shdr, sh_size);
+        found = 1;
+    }
+    elf_end(elf);
+    return found;
+}
+
+static uint64_t rng(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* Reads a corrupted copy: whatever it says, it must return, sorted and unique. */
+static void read_copy(uint8_t *img, size_t size)
+{
+    Elf *elf = elf_memory((char *)img, size);
+    cr_assert(elf);
+    uint64_t *v;
+    regargs_of(elf, &v);
+    free(v);
+    elf_end(elf);
+}
+
+static void corrupt(const char *path)
+{
+    static const char *names[] = {".debug_info", ".debug_abbrev", ".debug_addr",
+                                  ".debug_str_offsets", ".debug_str"};
+    size_t size;
+    uint8_t *orig = read_all(path, &size), *img = malloc(size);
+    cr_assert(img);
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        struct section s;
+        if (!find_section(orig, size, names[k], &s) || !s.size) continue;
+        int rounds = k < 2 ? 300 : 60;
+        for (int r = 0; r < rounds; r++) {
+            memcpy(img, orig, size);
+            uint64_t t = rng(&seed);
+            if (r % 4 == 3) { /* truncated: a smaller sh_size */
+                uint64_t n = t % s.size;
+                memcpy(img + s.hdr, &n, sizeof n);
+            } else { /* a few bytes changed, in a run or scattered */
+                int flips = 1 + (int)(t % 8);
+                size_t at = (size_t)(rng(&seed) % s.size);
+                for (int f = 0; f < flips; f++) {
+                    size_t p = r % 4 == 0 ? (at + (size_t)f) % s.size : rng(&seed) % s.size;
+                    uint8_t b = (uint8_t)rng(&seed);
+                    img[s.off + p] = r % 8 == 1 ? 0xff : r % 8 == 5 ? 0x80 : b;
+                }
+            }
+            read_copy(img, size);
+        }
+        memcpy(img, orig, size); /* all of it garbage */
+        for (size_t i = 0; i < s.size; i++)
+            img[s.off + i] = (uint8_t)rng(&seed);
+        read_copy(img, size);
+    }
+    free(img);
+    free(orig);
+}
+
+Test(dwarf_args, corrupted, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    elf_version(EV_CURRENT);
+    struct config k[2];
+    int n = 0;
+    if (have("g++")) k[n++] = (struct config){"gcc", "g++", "-O2", "-g", 0, 0};
+    if (have("clang++")) k[n++] = (struct config){"clang", "clang++", "-O2", "-gdwarf-5", 0, 0};
+    if (!n) cr_skip_test("no compiler");
+    build(k, n);
+    for (int i = 0; i < n; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/c%d.so", tmpdir, i);
+        corrupt(path);
+        snprintf(path, sizeof path, "%s/x%d.so", tmpdir, i);
+        corrupt(path);
+    }
+}
