@@ -48,6 +48,9 @@ static void usage(FILE *f)
             "                           behind (default: drop them and count them)\n"
             "      --clock C            tsc, mono (CLOCK_MONOTONIC: slower, for a TSC that is\n"
             "                           not invariant), auto (default: the TSC where trusted)\n"
+            "      --exit MODE          how exits are caught: through (default: the tracer\n"
+            "                           calls a function that takes no stack arguments, per\n"
+            "                           DWARF) or hook (every return address is hooked)\n"
             "  -q, --quiet              no summary line on stderr\n"
             "  -h, --help               this help\n"
             "\n"
@@ -137,7 +140,8 @@ int main(int argc, char **argv)
         OPT_THRESHOLD,
         OPT_DISABLED,
         OPT_LOSSLESS,
-        OPT_CLOCK
+        OPT_CLOCK,
+        OPT_EXIT
     };
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'},
@@ -149,6 +153,7 @@ int main(int argc, char **argv)
         {"disabled", no_argument, NULL, OPT_DISABLED},
         {"lossless", no_argument, NULL, OPT_LOSSLESS},
         {"clock", required_argument, NULL, OPT_CLOCK},
+        {"exit", required_argument, NULL, OPT_EXIT},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -207,6 +212,13 @@ int main(int argc, char **argv)
                 return 2;
             }
             setenv(ftr_env_name(FTR_ENV_CLOCK), optarg, 1);
+            break;
+        case OPT_EXIT:
+            if (strcmp(optarg, "through") && strcmp(optarg, "hook")) {
+                fprintf(stderr, "ftrace-run: --exit %s: want through or hook\n", optarg);
+                return 2;
+            }
+            setenv(ftr_env_name(FTR_ENV_EXIT), optarg, 1);
             break;
         case OPT_DISABLED:
             setenv(ftr_env_name(FTR_ENV_DISABLED), "1", 1);

@@ -117,9 +117,10 @@ static void write_process(struct frp_report *r, struct frp_out *o, const struct 
             frp_out_printf(o, ", %s of records", tmp);
         }
         frp_out_lit(o, "\n");
-        frp_out_printf(o, "  sites       %llu found, %llu patched, %llu skipped\n",
-                       (unsigned long long)p->end.sites, (unsigned long long)p->end.patched,
-                       (unsigned long long)p->end.skipped);
+        frp_out_printf(
+            o, "  sites       %llu found, %llu patched (%llu called through), %llu skipped\n",
+            (unsigned long long)p->end.sites, (unsigned long long)p->end.patched,
+            (unsigned long long)p->end.through, (unsigned long long)p->end.skipped);
     }
     frp_out_printf(o, "  threads     %u\n", p->nthreads);
     for (uint32_t i = 0; i < r->nthreads; i++) {

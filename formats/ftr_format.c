@@ -133,7 +133,8 @@ void ftr_buf_free(struct ftr_buf *b)
     X(END_SKIPPED, 8, U64, skipped)                                                                \
     X(END_OVERRUNS, 9, U64, overruns)                                                              \
     X(END_BYTES_RAW, 10, U64, bytes_raw)                                                           \
-    X(END_CALLS, 11, U64, calls)
+    X(END_CALLS, 11, U64, calls)                                                                   \
+    X(END_THROUGH, 12, U64, through)
 
 #define MARK_TAGS(X)                                                                               \
     X(MARK_TSC, 1, U64, tsc)                                                                       \
@@ -160,7 +161,7 @@ _Static_assert(sizeof(void *) != 8 || sizeof(struct ftr_site_info) == 32,
                "new site field: add a SITES_ tag");
 _Static_assert(sizeof(void *) != 8 || sizeof(struct ftr_thread_info) == 24,
                "new thread field: add a THR_ tag");
-_Static_assert(sizeof(struct ftr_end_info) == 80, "new end field: add an END_ tag");
+_Static_assert(sizeof(struct ftr_end_info) == 88, "new end field: add an END_ tag");
 _Static_assert(sizeof(void *) != 8 || sizeof(struct ftr_mark_info) == 32,
                "new mark field: add a MARK_ tag");
 

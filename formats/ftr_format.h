@@ -286,6 +286,7 @@ struct ftr_end_info {
     int32_t code;   /* exit status or signal number */
     uint64_t calls; /* entry events recorded */
     uint64_t events, lost, sites, patched, skipped, overruns, bytes_raw;
+    uint64_t through; /* of the patched sites, those called through */
 };
 
 /* ---- encoder: builds complete chunks (header + zstd payload) appended to an ftr_buf ---- */

@@ -89,10 +89,12 @@ struct ftr_site {
                          %rsp,%rbp and more); 0 at the function start (after any endbr64) */
     uint8_t patched;  /* enum ftr_site_state (maintained by the caller) */
     uint8_t orig[FTR_SITE_LEN_MAX];
-    uint8_t chain; /* 1 when the site is wrapped in push %r10 / pop %r10 at the function's
-                      start (gcc's nested functions keep their static chain so): the
-                      function's return address is at 8(%rsp) when the site's call runs, one
-                      word above where a plain entry site has it (mcount is then 0) */
+    uint8_t chain;   /* 1 when the site is wrapped in push %r10 / pop %r10 at the function's
+                        start (gcc's nested functions keep their static chain so): the
+                        function's return address is at 8(%rsp) when the site's call runs, one
+                        word above where a plain entry site has it (mcount is then 0) */
+    uint8_t through; /* 1 when the caller calls its function through (its CALL state is then a
+                        jmp to the stub; maintained by the caller) */
 };
 
 /* ---- x86_64_insn.c: decide and generate (pure) ---- */

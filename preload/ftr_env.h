@@ -29,7 +29,10 @@
     X(FTR_ENV_LOSSLESS, "FTRACE_LOSSLESS",                                                         \
       "1: a thread with no free buffer waits for the writer (default: drops, counts)")             \
     X(FTR_ENV_CLOCK, "FTRACE_CLOCK",                                                               \
-      "tsc, mono, or auto (default): the TSC where it can be trusted, else CLOCK_MONOTONIC")
+      "tsc, mono, or auto (default): the TSC where it can be trusted, else CLOCK_MONOTONIC")       \
+    X(FTR_ENV_EXIT, "FTRACE_EXIT",                                                                 \
+      "through (default): call functions that take no stack arguments through; hook: hook "        \
+      "every return")
 
 #define FTR_X_ENUM(id, name, help) id,
 enum ftr_env_id { FTR_ENV_VARS(FTR_X_ENUM) FTR_ENV__COUNT };

@@ -178,14 +178,30 @@ static inline int recording(const struct ftr_tls *t)
            atomic_load_explicit(&ftr_hot.recording, memory_order_relaxed);
 }
 
-static inline void entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot)
+/* What an entry did: nothing (the call runs unseen), hooked its return, or (call-through) made
+ * an entry whose exit the through trampoline reports. */
+enum { ENTRY_NONE, ENTRY_HOOKED, ENTRY_THROUGH };
+
+/* Call-through adds 16 bytes to every traced frame. It is used while the frame lies in the top
+ * eighth of the thread's own stack (1 MiB of the usual 8): a program that recurses deeper gets
+ * the return hook, which adds nothing, so that a program which fits its stack untraced (up to
+ * 15/16 of it full with the smallest frames, 16 bytes) fits traced. Not on another stack (a
+ * sigaltstack's or a coroutine's size is the program's own choice), unless the thread's
+ * bounds are unknown. */
+static inline int room_for_through(const struct ftr_tls *t, uintptr_t s)
+{
+    return !t->stack_lo || (s < t->stack_hi && s >= t->stack_lo &&
+                            t->stack_hi - s < (t->stack_hi - t->stack_lo) / 8);
+}
+
+static inline int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot, int through)
 {
     if (unlikely(t->state != FTR_T_ACTIVE)) {
-        if (t->state != FTR_T_NEW || t->in_slow) return;
+        if (t->state != FTR_T_NEW || t->in_slow) return ENTRY_NONE;
         t->slow_sp = (uintptr_t)slot;
         ftr_call_saving(ftr_thread_init_slow, NULL);
         t->slow_sp = 0;
-        if (t->state != FTR_T_ACTIVE) return;
+        if (t->state != FTR_T_ACTIVE) return ENTRY_NONE;
     }
     uint64_t tsc = ftr_rdtsc();
     uintptr_t s = (uintptr_t)slot, ret = *slot;
@@ -203,22 +219,23 @@ static inline void entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot)
     uint32_t flags = 0;
     if (unlikely(ftr_hot.site_flags_used)) {
         unsigned sf = site < FTR_SITE_FLAGS_MAX ? ftr_site_flags[site] : 0;
-        if (t->notrace_open) return; /* inside a hidden subtree */
+        if (t->notrace_open) return ENTRY_NONE; /* inside a hidden subtree */
         if (sf & FTR_SF_NOTRACE) flags |= FTR_SH_NOTRACE;
         if (sf & FTR_SF_TRIGGER)
             flags |= FTR_SH_TRIGGER;
         else if (ftr_hot.graph_mode && !t->graph_open)
-            return; /* outside every --graph-function tree */
+            return ENTRY_NONE; /* outside every --graph-function tree */
     }
     int rec = !(flags & FTR_SH_NOTRACE) &&
               atomic_load_explicit(&ftr_hot.recording, memory_order_relaxed) &&
               (!ftr_hot.max_depth || t->rec_depth < ftr_hot.max_depth);
-    if (!rec && !flags) return; /* nothing to record, nothing to count: leave the return alone */
+    if (!rec && !flags) return ENTRY_NONE; /* nothing to record or count: return left alone */
 
     if (unlikely(top >= t->shadow_end)) {
         t->overruns++; /* like the kernel's trace_overrun: the call runs unhooked */
-        return;
+        return ENTRY_NONE;
     }
+    through = through && room_for_through(t, s);
     /* Reserved first, marked as being built after: a signal handler whose jump abandons this
      * hook between the two leaves an empty entry (slot 0: dropped with the frames left). The
      * other order would mark the entry a handler's own hooks are about to take: that one's
@@ -230,12 +247,12 @@ static inline void entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot)
     SIGNAL_FENCE();
     top->ret = ret;
     top->site = site;
-    top->flags = flags | (rec ? FTR_SH_RECORDED : 0);
+    top->flags = flags | (rec ? FTR_SH_RECORDED : 0) | (through ? FTR_SH_THROUGH : 0);
     top->tsc = tsc;
     SIGNAL_FENCE();
     top->slot = s; /* complete */
     SIGNAL_FENCE();
-    *slot = (uintptr_t)ftr_tramp_return;
+    if (!through) *slot = (uintptr_t)ftr_tramp_return;
     t->graph_open += !!(flags & FTR_SH_TRIGGER);
     t->notrace_open += !!(flags & FTR_SH_NOTRACE);
     if (likely(rec)) {
@@ -246,6 +263,7 @@ static inline void entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot)
             t->rec_depth--;
         }
     }
+    return through ? ENTRY_THROUGH : ENTRY_HOOKED;
 }
 
 /* The markers tell a jump out of a signal handler that it abandons a hook it interrupted
@@ -298,8 +316,17 @@ void ftr_hook_entry(uint32_t site, uintptr_t *slot)
 {
     struct ftr_tls *t = &ftr_tls;
     struct marks m = marks_enter(t, (uintptr_t)slot);
-    entry(t, site, slot);
+    entry(t, site, slot, 0);
     marks_leave(t, &m);
+}
+
+struct ftr_through ftr_hook_through_entry(uint32_t site, uintptr_t *slot)
+{
+    struct ftr_tls *t = &ftr_tls;
+    struct marks m = marks_enter(t, (uintptr_t)slot);
+    int how = entry(t, site, slot, 1);
+    marks_leave(t, &m);
+    return (struct ftr_through){ftr_site_body[site], how == ENTRY_THROUGH};
 }
 
 /* One line on stderr with a raw write (no libc: any context, any register state) */
@@ -326,11 +353,19 @@ static __attribute__((noreturn)) void lost_return(void)
  * were skipped (dead, closed as unwound) or live on another stack (kept); or it is not on the
  * shadow stack at all (a frame closed too early: the graveyard has its address). */
 static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_t slot,
-                                                     uint64_t tsc)
+                                                     uint64_t tsc, int through)
 {
     struct ftr_shadow *base = t->shadow_base, *top = t->top, *m = top;
     while (m > base && m[-1].slot != slot)
         m--;
+    if (m == base && through) {
+        /* Closed already (a frame presumed dead), or entered on another thread (a coroutine
+         * moved here), whose stale entry is emptied so that no later frame at this address
+         * takes it for its own. The slot holds the real address: it returns. */
+        struct ftr_foreign q = {slot, 0};
+        ftr_call_saving(ftr_foreign_return, &q);
+        return 0;
+    }
     if (m == base) {
         for (unsigned i = 1; i <= FTR_GRAVE_SIZE && t->grave; i++) {
             struct ftr_shadow *g = &t->grave[(t->grave_pos - i) & (FTR_GRAVE_SIZE - 1)];
@@ -388,13 +423,14 @@ static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_
     return ret;
 }
 
-static inline uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp)
+static inline uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp, int through)
 {
     uintptr_t slot = sp - sizeof(uintptr_t);
     uint64_t tsc = ftr_rdtsc();
 
     struct ftr_shadow *top = t->top;
-    if (unlikely(top <= t->shadow_base || top[-1].slot != slot)) return exit_slow(t, slot, tsc);
+    if (unlikely(top <= t->shadow_base || top[-1].slot != slot))
+        return exit_slow(t, slot, tsc, through);
     /* Every entry of this slot returns now: the function and those it tail-called. The
      * bottom one holds the real return address, which goes back into the slot (now part of
      * the return trampoline's frame) first, for an unwinder that runs from a signal handler
@@ -425,9 +461,23 @@ uintptr_t ftr_hook_exit(uintptr_t sp)
 {
     struct ftr_tls *t = &ftr_tls;
     struct marks m = marks_enter(t, sp);
-    uintptr_t ret = exit_hook(t, sp);
+    uintptr_t ret = exit_hook(t, sp, 0);
     marks_leave(t, &m);
     return ret;
+}
+
+/* The body of a called-through function returned: its slot still holds the real return
+ * address (a hooked function that tail-called it shares the slot: both close, and the slot gets
+ * that one's real address, as at its own return). A thread that stepped aside or ended records
+ * nothing more. */
+void ftr_hook_through_exit(uintptr_t *slot)
+{
+    struct ftr_tls *t = &ftr_tls;
+    if (unlikely(t->state != FTR_T_ACTIVE)) return;
+    uintptr_t sp = (uintptr_t)slot + sizeof(uintptr_t);
+    struct marks m = marks_enter(t, sp);
+    exit_hook(t, sp, 1);
+    marks_leave(t, &m);
 }
 
 /* The record the abandoned hook reserved last was written (its head is). */

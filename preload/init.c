@@ -110,6 +110,10 @@ static void read_config(void)
     ftr_cfg.flush_ms = (unsigned)env_long(FTR_ENV_FLUSH_MS, 50, 1, 60000);
     ftr_cfg.shadow_entries = (size_t)env_long(FTR_ENV_DEPTH_MAX, 16384, 64, 1 << 24);
     ftr_cfg.lossless = (int)env_long(FTR_ENV_LOSSLESS, 0, 0, 1);
+    const char *exit = getenv(ftr_env_name(FTR_ENV_EXIT));
+    if (exit && *exit && strcmp(exit, "through") && strcmp(exit, "hook"))
+        ftr_msg("ignoring %s=%s (expected through or hook)", ftr_env_name(FTR_ENV_EXIT), exit);
+    ftr_cfg.exit_hook = exit && !strcmp(exit, "hook");
 }
 
 /* The command line, read back from /proc (the constructor is not given argv portably). */
@@ -214,6 +218,7 @@ static void fill_end(uint32_t how, int code)
     end_info.sites = ftr_g.sites;
     end_info.patched = ftr_g.patched;
     end_info.skipped = ftr_g.skipped;
+    end_info.through = ftr_g.through;
 }
 
 /* The image ends (exit status, signal or exec in how/code): stop recording, write all that

@@ -33,7 +33,8 @@
 #include "tracer.h"
 
 #define REACH ((int64_t)1 << 31)
-/* the stub area's jump slots: ftr_tramp_fentry, ftr_tramp_mcount, ftr_tramp_fentry_chain */
+/* the stub area's jump slots: ftr_tramp_fentry, ftr_tramp_mcount, ftr_tramp_fentry_chain,
+ * ftr_tramp_through */
 #define STUB_HEAD 32
 
 struct mod {
@@ -194,17 +195,17 @@ static int build_stubs(struct mod *md)
 {
     if (map_stubs(md) < 0) return -1;
     uint64_t base = (uint64_t)md->stubs;
-    uint64_t tramp[3] = {(uint64_t)ftr_tramp_fentry, (uint64_t)ftr_tramp_mcount,
-                         (uint64_t)ftr_tramp_fentry_chain};
+    uint64_t tramp[4] = {(uint64_t)ftr_tramp_fentry, (uint64_t)ftr_tramp_mcount,
+                         (uint64_t)ftr_tramp_fentry_chain, (uint64_t)ftr_tramp_through};
     memcpy(md->stubs, tramp, sizeof tramp);
     for (size_t i = 0; i < md->m.nsites; i++) {
         struct ftr_site *s = &md->m.sites[i];
         s->index = next_site++;
+        if (s->through && !ftr_through_publish(s)) s->through = 0;
         uint64_t at = base + STUB_HEAD + i * FTR_STUB_SIZE;
+        unsigned tr = s->through ? 3 : s->mcount ? 1 : s->chain ? 2 : 0;
         if (ftr_x86_gen_stub(md->stubs + STUB_HEAD + i * FTR_STUB_SIZE, at, s->index,
-                             base + 8 * (s->mcount  ? 1
-                                         : s->chain ? 2
-                                                    : 0)) < 0)
+                             base + 8 * tr) < 0)
             return -1;
     }
     return mprotect(md->stubs, md->stubs_len, PROT_READ | PROT_EXEC);
@@ -273,8 +274,11 @@ static int state_bytes(const struct mod *md, size_t i, int state, uint8_t *out)
         ftr_x86_gen_nop(out, s->len);
         return 0;
     }
-    if (sled(md, s)) return ftr_x86_gen_call(out, s->len, s->addr, ftr_x86_sled_target(s->addr));
-    return ftr_x86_gen_call(out, s->len, s->addr, stub_of(md, i));
+    /* call-through: a jmp (the stub's trampoline calls the body itself) */
+    int (*gen)(uint8_t *, unsigned, uint64_t, uint64_t) =
+        s->through ? ftr_x86_gen_jmp : ftr_x86_gen_call;
+    if (sled(md, s)) return gen(out, s->len, s->addr, ftr_x86_sled_target(s->addr));
+    return gen(out, s->len, s->addr, stub_of(md, i));
 }
 
 static void describe(struct ftr_enc *enc, const struct mod *md, struct ftr_buf *out)
@@ -473,6 +477,7 @@ static void prepare_new(void)
     for (size_t k = 0; k < nmods; k++) {
         struct mod *md = &mods[k];
         if (md->ready || md->gone) continue;
+        ftr_through_decide(&md->m);
         if (build_stubs(md) < 0) {
             ftr_msg("%s: no room for stubs within reach; its functions are not traced", md->m.path);
             md->gone = 1;
@@ -490,16 +495,20 @@ static void prepare_new(void)
     ftr_enc_free(enc);
 }
 
-static size_t count_traced(size_t *modules)
+static size_t count_traced(size_t *modules, uint64_t *through)
 {
-    size_t used = 0, traced = 0;
+    size_t used = 0, traced = 0, thru = 0;
     for (size_t k = 0; k < nmods; k++) {
         if (!mods[k].ready || mods[k].gone) continue;
         used++;
-        for (size_t i = 0; i < mods[k].m.nsites; i++)
-            traced += mods[k].m.sites[i].patched == FTR_SITE_CALL;
+        for (size_t i = 0; i < mods[k].m.nsites; i++) {
+            const struct ftr_site *s = &mods[k].m.sites[i];
+            traced += s->patched == FTR_SITE_CALL;
+            thru += s->patched == FTR_SITE_CALL && s->through;
+        }
     }
     if (modules) *modules = used;
+    if (through) *through = thru;
     return traced;
 }
 
@@ -525,12 +534,12 @@ int ftr_modules_patch(char *err, size_t errlen)
     prepare_new();
     int rc = repatch(err, errlen);
     size_t used;
-    ftr_g.patched = count_traced(&used);
+    ftr_g.patched = count_traced(&used, &ftr_g.through);
     if (rc == 0 && ftr_cfg.verbose && last.how)
-        ftr_msg("%llu sites traced in %zu modules (%llu skipped); %zu rewritten %s: %.1f us, "
-                "%llu threads trapped",
-                (unsigned long long)ftr_g.patched, used, (unsigned long long)ftr_g.skipped,
-                last.pokes, last.how, (double)last.live.ns / 1e3,
+        ftr_msg("%llu sites traced (%llu called through) in %zu modules (%llu skipped); %zu "
+                "rewritten %s: %.1f us, %llu threads trapped",
+                (unsigned long long)ftr_g.patched, (unsigned long long)ftr_g.through, used,
+                (unsigned long long)ftr_g.skipped, last.pokes, last.how, (double)last.live.ns / 1e3,
                 (unsigned long long)last.live.traps);
     pthread_mutex_unlock(&mods_lock);
     return rc;

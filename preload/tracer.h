@@ -46,8 +46,9 @@ struct ftr_shadow {
 #define FTR_SH_GONE 0x80000000u /* hooks.c, exit_slow: closed, to be dropped */
 #define FTR_SH_UNHOOKED 8u      /* unwind.c: slot given back its real address during a walk */
 #define FTR_SH_SUSPENDED                                                                           \
-    16u /* a coroutine's frame, left by a switch: out of the recorded                              \
-           stream until its stack is resumed (hooks.c) */
+    16u                    /* a coroutine's frame, left by a switch: out of the recorded           \
+                              stream until its stack is resumed (hooks.c) */
+#define FTR_SH_THROUGH 32u /* called through (ftr_tramp_through): its slot is not hooked */
 
 /* per-site flags (ftr_site_flags[site]) */
 #define FTR_SF_TRIGGER 1u
@@ -122,7 +123,8 @@ struct ftr_config {
     size_t shadow_entries;
     int zstd_level;
     unsigned flush_ms;
-    int lossless; /* FTRACE_LOSSLESS: wait for the writer rather than drop events */
+    int lossless;  /* FTRACE_LOSSLESS: wait for the writer rather than drop events */
+    int exit_hook; /* FTRACE_EXIT=hook: never call through, every return is hooked */
     char output[4096];
 };
 extern struct ftr_config ftr_cfg FTR_HIDDEN;
@@ -137,16 +139,29 @@ struct ftr_global {
     uint64_t holdback_ticks; /* the writer leaves records younger than twice this (>= every
                                 threshold ever set: it never decreases) */
     /* counters for the END chunk and the summary line */
-    uint64_t sites, patched, skipped;
+    uint64_t sites, patched, skipped, through; /* through: of the patched, called through */
 };
 extern uint8_t *ftr_site_flags FTR_HIDDEN; /* FTR_SITE_FLAGS_MAX entries, NORESERVE */
+/* The body of each call-through site (the byte after it), by site index: FTR_SITE_FLAGS_MAX
+ * entries, NORESERVE, written by modules.c before the site first jumps to its stub. */
+extern uintptr_t *ftr_site_body FTR_HIDDEN;
 extern struct ftr_global ftr_g FTR_HIDDEN;
+
+/* through.c: which sites of a scanned module are called through (sets ftr_site.through;
+ * @return how many), and the body table entry of one before its stub is used (@return 0 when
+ * it cannot have one: then it keeps the return hook) */
+struct ftr_module;
+struct ftr_site;
+size_t ftr_through_decide(struct ftr_module *m) FTR_HIDDEN;
+int ftr_through_publish(const struct ftr_site *s) FTR_HIDDEN;
 
 /* tramp_x86_64.S */
 void ftr_tramp_fentry(void) FTR_HIDDEN;       /* reached from stubs of sites before the prologue */
 void ftr_tramp_mcount(void) FTR_HIDDEN;       /* reached from stubs of sites after the prologue */
 void ftr_tramp_fentry_chain(void) FTR_HIDDEN; /* ... of sites after a push %r10 at the start */
 void ftr_tramp_return(void) FTR_HIDDEN;       /* hooked return addresses point here */
+void ftr_tramp_through(void) FTR_HIDDEN;      /* reached from stubs of call-through sites ... */
+void ftr_tramp_through_end(void) FTR_HIDDEN;  /* ... and ends here (unwind.c) */
 /* Calls fn(arg) with every vector/x87 register saved (xsave): lets general-register-only code
  * call into libc. */
 void ftr_call_saving(void (*fn)(void *), void *arg) FTR_HIDDEN;
@@ -162,6 +177,12 @@ void ftr_xsave_init(void) FTR_HIDDEN;
 /* hooks.c (called from the trampolines) */
 void ftr_hook_entry(uint32_t site, uintptr_t *slot) FTR_HIDDEN;
 uintptr_t ftr_hook_exit(uintptr_t sp) FTR_HIDDEN;
+/* Call-through: where the body starts and whether to call it (1) or jump to it (0) */
+struct ftr_through {
+    uintptr_t body, call;
+};
+struct ftr_through ftr_hook_through_entry(uint32_t site, uintptr_t *slot) FTR_HIDDEN;
+void ftr_hook_through_exit(uintptr_t *slot) FTR_HIDDEN;
 /* For the unwind wrappers (unwind.c): close, as unwound now, this thread's frames whose hooked
  * slot lies below sp on the same stack (or at it, when inclusive); or every frame. */
 void ftr_close_frames_below(uintptr_t sp, int inclusive) FTR_HIDDEN;

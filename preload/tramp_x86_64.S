@@ -1,9 +1,10 @@
 /*
  * tramp_x86_64.S - the entry and return trampolines of libftrace.so (x86_64 System V).
  *
- * A patched site is `call stub` (5 bytes); the site's stub (patcher/x86_64_gen.c) does
- * `mov $site_index, %r11d; jmp *common`, where common is ftr_tramp_fentry, ftr_tramp_mcount or
- * ftr_tramp_fentry_chain (gcc's nested functions: push %r10 before the site).
+ * A patched site is `call stub` (5 bytes), or `jmp stub` for call-through; the site's stub
+ * (patcher/x86_64_gen.c) does `mov $site_index, %r11d; jmp *common`, where common is
+ * ftr_tramp_fentry, ftr_tramp_mcount, ftr_tramp_fentry_chain (gcc's nested functions: push %r10
+ * before the site) or ftr_tramp_through.
  *
  * Register contract of the entry trampolines: on entry the function has not started (fentry,
  * patchable entry) or has only run `push %rbp; mov %rsp,%rbp` (mcount). Every register a
@@ -59,7 +60,8 @@
     and $-16, %rsp
 .endm
 
-.macro RESTORE_ARGS cfa=8
+/* the registers SAVE_ARGS pushed, back (rbp and the CFA stay) */
+.macro POP_ARGS
     lea -64(%rbp), %rsp
     pop %r10
     pop %r9
@@ -69,6 +71,10 @@
     pop %rdx
     pop %rcx
     pop %rax
+.endm
+
+.macro RESTORE_ARGS cfa=8
+    POP_ARGS
     pop %rbp
     .cfi_def_cfa %rsp, \cfa
     .cfi_restore %rbp
@@ -115,6 +121,51 @@ GLOBAL_HIDDEN(ftr_tramp_fentry_chain)
     ret
     .cfi_endproc
 END(ftr_tramp_fentry_chain)
+
+/* Call-through (docs/design.md, "Exits: call-through and the return hook"): the site of a
+ * function that takes nothing on the stack is `jmp stub`, so this is entered with rsp at the
+ * function's own return address, as at its first byte. ftr_hook_through_entry() says where the
+ * body starts (the byte after the site) and how to go on:
+ *  - call it from here: its return comes back here through a matched call/ret (predicted), the
+ *    exit is recorded, and this frame returns to the real caller. The body sees the stack 16
+ *    bytes lower (this return address and the saved rbp), which only a function that reads no
+ *    argument from the stack can allow (decided per function from DWARF);
+ *  - or jump to it as its first byte would have been reached: no entry wanted (the return is
+ *    left alone), or the hook chose the return hook for this call (near the stack's end).
+ * Frame while the body runs: [return into the caller][saved rbp][return into this], an
+ * ordinary frame-pointer frame with exact CFI, so every unwinder walks through it to the real
+ * caller (unwind.c drops it from what backtrace() shows). Flags survive `lea` and `pop`. */
+GLOBAL_HIDDEN(ftr_tramp_through)
+    .cfi_startproc
+    SAVE_ARGS
+    mov %r11d, %edi
+    lea 8(%rbp), %rsi
+    call ftr_hook_through_entry    /* rax: the body; rdx: 1 = call it from here */
+    mov %rax, %r11
+    test %edx, %edx
+    POP_ARGS
+    jz 1f
+    call *%r11                     /* rsp = rbp: the body's return address at rbp - 8 */
+    push %rax                      /* the return value: rax:rdx (xmm0/1 and st0/1 untouched) */
+    push %rdx
+    lea 8(%rbp), %rdi
+    call ftr_hook_through_exit
+    pop %rdx
+    pop %rax
+    .cfi_remember_state
+    pop %rbp
+    .cfi_def_cfa %rsp, 8
+    .cfi_restore %rbp
+    ret
+    .cfi_restore_state
+1:  pop %rbp
+    .cfi_def_cfa %rsp, 8
+    .cfi_restore %rbp
+    jmp *%r11
+    .cfi_endproc
+END(ftr_tramp_through)
+    .globl ftr_tramp_through_end; .hidden ftr_tramp_through_end
+ftr_tramp_through_end: /* unwind.c: return addresses in [ftr_tramp_through, here) are ours */
 
 /* The pseudo-frame: an FDE for the one byte before ftr_tramp_return, where unwinders look up
  * the caller of a frame whose return address is hooked. CFA = rsp (the hooked slot + 8: the

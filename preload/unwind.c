@@ -209,27 +209,46 @@ static void walk_end(void)
 typedef int (*backtrace_fn)(void **, int);
 static backtrace_fn real_backtrace;
 
-/* glibc's backtrace(): the walk would start with our own frame, which the caller must not see,
- * so it is made into a buffer one longer (on the stack, or mmap'ed when large: no allocation,
- * as the caller may be a crash handler) and the rest copied out. */
+/* A return address into ftr_tramp_through: the frame of a called-through function's caller
+ * side, which the program must not see (it walks on to the real caller from there). */
+static int ours(uintptr_t ip)
+{
+    return ip > (uintptr_t)ftr_tramp_through && ip <= (uintptr_t)ftr_tramp_through_end;
+}
+
+/* Called-through frames above here: each adds one frame of ours to a walk. */
+static int through_above(uintptr_t here)
+{
+    const struct ftr_tls *t = &ftr_tls;
+    int n = 0;
+    for (const struct ftr_shadow *e = t->shadow_base; e && e < t->top; e++)
+        n += e->slot > here && (e->flags & FTR_SH_THROUGH);
+    return n;
+}
+
+/* glibc's backtrace(): the walk would start with our own frame, and pass the frames of
+ * ftr_tramp_through, which the caller must not see, so it is made into a buffer that much
+ * longer (on the stack, or mmap'ed when large: no allocation, as the caller may be a crash
+ * handler) and the rest copied out. */
 EXPORT int backtrace(void **array, int size)
 {
     backtrace_fn real = NEXT(real_backtrace, "backtrace");
     if (size <= 0) return real(array, size);
     enum { ON_STACK = 128 };
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    int want = size + 1 + through_above(here);
     void *small[ON_STACK + 1], **buf = small;
     size_t bytes = 0;
-    if (size > ON_STACK) {
-        bytes = ((size_t)size + 1) * sizeof(void *);
+    if (want > ON_STACK + 1) {
+        bytes = (size_t)want * sizeof(void *);
         buf = ftr_mmap_zero(bytes);
         if (!buf) return real(array, size); /* no memory: what the walk finds */
     }
-    walk_begin((uintptr_t)__builtin_frame_address(0));
-    int n = real(buf, size + 1);
+    walk_begin(here);
+    int got = real(buf, want), n = 0;
     walk_end();
-    n = n > 0 ? n - 1 : 0;
-    for (int i = 0; i < n; i++)
-        array[i] = buf[i + 1];
+    for (int i = 1; i < got && n < size; i++)
+        if (!ours((uintptr_t)buf[i])) array[n++] = buf[i];
     if (bytes) ftr_munmap(buf, bytes);
     return n;
 }
@@ -256,6 +275,7 @@ static int trace_one(struct _Unwind_Context *ctx, void *p)
         a->skip = 0;
         return 0;
     }
+    if (get_ip && ours(get_ip(ctx))) return 0; /* a called-through frame's: walk on */
     if (get_ip && get_cfa && get_ip(ctx) == (uintptr_t)ftr_tramp_return) {
         uintptr_t cfa = get_cfa(ctx);
         if (cfa == a->last_cfa) return 5; /* _URC_END_OF_STACK */

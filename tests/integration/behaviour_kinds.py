@@ -7,6 +7,7 @@ bcalls.c, brecur.c, binline.c, bframes.c (each says its expected tree).
 
 kind_cases(b) returns {name: Case}; b is the behaviours module (Case, exact, the checkers)."""
 import collections
+import os
 import re
 import subprocess
 
@@ -101,6 +102,34 @@ FNPTR_TREE = {"main": 1, FNPTR: 1, FNPTR + ";dispatch": 8, FNPTR + ";sq_area": 1
               FNPTR + ";twice;add_one": 1, FNPTR + ";square": 1}
 FNPTR_TREE.update({FNPTR + ";dispatch;" + op: 2 for op in ("op_add", "op_sub", "op_mul",
                                                            "op_div")})
+A = "main;args"
+ARGS_TREE = {"main": 1, A: 1}
+for _f in ("i6", "i7", "i8", "d8", "d9", "mix", "s8", "s16", "f16", "s24", "many16", "vsum", "ld",
+           "r16", "r24", "rld", "rf2", "r24many"):
+    ARGS_TREE[A + ";" + _f] = ARGS_TREE[A + ";" + _f + ";leaf"] = 1
+
+
+def check_through(b, want):
+    """--info: how many sites are called through: want (the functions bargs.c lists as taking
+    nothing on the stack) where sites are at the function's first byte, none with the -pg
+    (mcount) shape or FTRACE_EXIT=hook."""
+    def check(r):
+        m = re.search(r"patched \((\d+) called through\)", r.view())
+        mode = os.environ.get("FTRACE_EXIT", "through")
+        n = want if mode != "hook" and not b.mcount_shaped(r.facts) else 0
+        assert m and int(m.group(1)) == n, "--info: %s sites called through, want %d" % (
+            m and m.group(1), n)
+    return check
+
+
+def check_args_deep(b):
+    """bargs deep: rec 100 000 deep, every level traced: the graph (to depth 64) is one chain,
+    the summary counts every level."""
+    chain = {";".join(["main", "deep"] + ["rec"] * i): 1 for i in range(63)}
+    chain["main"] = 1
+    return b.all_of(b.exact([chain]), b.summary_exactly({"main": 1, "deep": 1, "rec": 100001}))
+
+
 V = "main;variadic"
 VARIADIC_TREE = {"main": 1, V: 1, V + ";sum_ints": 3, V + ";sum_ints;add_one": 19,
                  V + ";sum_mixed": 2, V + ";sum_mixed;add_one": 23, V + ";log_line": 2,
@@ -295,6 +324,12 @@ def kind_cases(b):
         # how functions are called
         "calls-variadic": Case("bcalls.c", ["variadic"], exact([VARIADIC_TREE])),
         "calls-fnptr": Case("bcalls.c", ["fnptr"], exact([FNPTR_TREE])),
+        # arguments in registers and on the stack, return values (call-through or not)
+        "calls-args": Case("bargs.c", ["args"], b.all_of(exact([ARGS_TREE]), check_through(b, 15)),
+                           verify=lambda exe, opt, flagset: flagset),
+        "calls-args-deep": Case("bargs.c", ["deep"], check_args_deep(b),
+                                graph_args=["--max-depth=64"],
+                                env={"FTRACE_SHADOW_DEPTH": "200000"}),
         "calls-sort": Case("bcalls.c", ["sort"], check_sort(b)),
         # recursion
         "recur-fib": Case("brecur.c", ["fib"], exact([fib_main(10)]), verify=fib_calls),

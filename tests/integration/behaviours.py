@@ -34,17 +34,19 @@ class Case:
     expected untraced); verify(exe, opt, flagset): checks on the binary, returning facts the
     check reads as Result.facts; compilers: the flag sets' compilers it is built with (others
     skip it); frame_pointer: False builds the program without frame pointers (see build()); graph_args:
-    options of the graph the check reads (a 16 000-level chain prints half a gigabyte)."""
+    options of the graph the check reads (a 16 000-level chain prints half a gigabyte); env: more
+    environment for the traced run."""
 
     def __init__(self, src, args, check, cflags="", variant="", needed=(), dlopen=(),
                  opts=("O0", "O2"), stderr=True, report=True, verify=None,
-                 compilers=("gcc", "clang"), frame_pointer=True, graph_args=()):
+                 compilers=("gcc", "clang"), frame_pointer=True, graph_args=(), env=None):
         self.src, self.args, self.check = src, args, check
         self.cflags, self.variant = cflags, variant
         self.needed, self.dlopen = needed, dlopen
         self.opts, self.stderr, self.report, self.verify = opts, stderr, report, verify
         self.compilers, self.frame_pointer = compilers, frame_pointer
         self.graph_args = list(graph_args)
+        self.env = dict(env or {})
 
 
 class Result:
@@ -853,7 +855,8 @@ def run_case(flagset, opt, name, case, work, run_bin, report_bin):
         cwd = os.path.dirname(exe)
         trace = os.path.join(cwd, "%s.ftr" % name)
         base = run([exe] + case.args, cwd)
-        traced = run([run_bin, "-q", "-o", trace, exe] + case.args, cwd)
+        traced = run([run_bin, "-q", "-o", trace, exe] + case.args, cwd,
+                     env=dict(os.environ, **case.env))
         compare_runs(base, traced, case.stderr)
         sections = []
         if case.report:

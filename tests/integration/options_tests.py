@@ -51,6 +51,8 @@ CASES = [
     (["--clock", "mono"], {"FTRACE_CLOCK": "mono"}, FULL),
     (["--clock", "tsc"], {"FTRACE_CLOCK": "tsc"}, FULL),
     (["--clock", "auto"], {"FTRACE_CLOCK": "auto"}, FULL),
+    (["--exit", "hook"], {"FTRACE_EXIT": "hook"}, FULL),
+    (["--exit", "through"], {"FTRACE_EXIT": "through"}, FULL),
     ([], {}, FULL),
 ]
 
@@ -58,6 +60,7 @@ CASES = [
 BAD = [
     (["--bogus", "PROG"], 2, "unknown option '--bogus'"),
     (["-F"], 2, "needs an argument"),
+    (["--exit", "back", "PROG"], 2, "--exit back: want through or hook"),
     (["-F", "a,,b", "PROG"], 2, "bad filter term 2"),
     (["-F", "@a(", "PROG"], 2, "bad regular expression"),
     (["--graph-function", "[x", "PROG"], 2, "unmatched ["),

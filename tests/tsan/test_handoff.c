@@ -39,6 +39,7 @@ struct ftr_config ftr_cfg;
 struct ftr_process_info ftr_process;
 uint64_t ftr_start_raw_ns, ftr_start_cal_tsc;
 uint8_t *ftr_site_flags;
+uintptr_t *ftr_site_body;
 uint32_t ftr_xsave_size;
 void ftr_slow_area_free(void) {}
 int ftr_create_own_thread(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)

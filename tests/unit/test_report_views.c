@@ -325,7 +325,7 @@ Test(views, info)
         "  clock       TSC at 1.000000 GHz (measured against CLOCK_MONOTONIC_RAW)\n",
         "  ended       exited with status 0\n",
         "  events      12 recorded (6 calls), 0 lost",
-        "  sites       5 found, 5 patched, 0 skipped\n",
+        "  sites       5 found, 5 patched (0 called through), 0 skipped\n",
         "  threads     2\n",
         "    4243     worker 1         1 chunk of events\n",
         "    4242     (main)           2 chunks of events\n",
