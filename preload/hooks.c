@@ -27,10 +27,60 @@ static inline struct ftr_rec *reserve(struct ftr_tls *t)
     return r;
 }
 
-static int record_arg(struct ftr_tls *t, uint32_t head, uint64_t tsc, uint32_t arg);
+#define HOT_INLINE inline __attribute__((always_inline))
+
+/* Fills a reserved record slot: the head last (the writer may read the record once it is set). */
+static HOT_INLINE void fill(struct ftr_tls *t, struct ftr_rec *r, uint32_t head, uint64_t tsc,
+                            uint32_t arg)
+{
+    t->inflight = r;
+    SIGNAL_FENCE();
+    /* plain moves on x86; atomics so that the writer's concurrent reads are defined */
+    __atomic_store_n(&r->tsc, tsc, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->arg, arg, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->head, head, __ATOMIC_RELEASE);
+}
+
+/* The chunk is full (or being replaced by a nested slow path): hand it off and retry once.
+ * Entered with t->filling raised by record_arg(), which it lowers. */
+static __attribute__((noinline, cold)) int record_slow(struct ftr_tls *t, uint32_t head,
+                                                       uint64_t tsc, uint32_t arg)
+{
+    int ok = 0;
+    if (t->in_slow) {
+        t->lost++;
+        goto out;
+    }
+    t->slow_sp = (uintptr_t)__builtin_frame_address(0);
+    ftr_call_saving(ftr_chunk_full_slow, NULL);
+    t->slow_sp = 0;
+    struct ftr_rec *r = reserve(t);
+    if (unlikely(r >= t->end)) {
+        t->lost++;
+        goto out;
+    }
+    fill(t, r, head, tsc, arg);
+    ok = 1;
+out:
+    SIGNAL_FENCE();
+    t->filling--;
+    return ok;
+}
 
 /* @return 1, or 0 when the event was lost (no room: counted, and a LOST event marks it) */
-static inline int record(struct ftr_tls *t, uint32_t head, uint64_t tsc)
+static HOT_INLINE int record_arg(struct ftr_tls *t, uint32_t head, uint64_t tsc, uint32_t arg)
+{
+    t->filling++; /* a nested run restores it; it tells the slow path a slot is in flight */
+    SIGNAL_FENCE();
+    struct ftr_rec *r = reserve(t);
+    if (unlikely(r >= t->end)) return record_slow(t, head, tsc, arg);
+    fill(t, r, head, tsc, arg);
+    SIGNAL_FENCE();
+    t->filling--;
+    return 1;
+}
+
+static HOT_INLINE int record(struct ftr_tls *t, uint32_t head, uint64_t tsc)
 {
     return record_arg(t, head, tsc, 0);
 }
@@ -38,40 +88,6 @@ static inline int record(struct ftr_tls *t, uint32_t head, uint64_t tsc)
 void ftr_record_special(unsigned subtype, uint32_t arg)
 {
     record_arg(&ftr_tls, ftr_rec_head(subtype, FTR_EV_SPECIAL), ftr_rdtsc(), arg);
-}
-
-static int record_arg(struct ftr_tls *t, uint32_t head, uint64_t tsc, uint32_t arg)
-{
-    int ok = 0;
-    t->filling++; /* a nested run restores it; it tells the slow path a slot is in flight */
-    SIGNAL_FENCE();
-    struct ftr_rec *r = reserve(t);
-    if (unlikely(r >= t->end)) {
-        /* Chunk full (or being replaced by a nested slow path): hand it off and retry once. */
-        if (t->in_slow) {
-            t->lost++;
-            goto out;
-        }
-        t->slow_sp = (uintptr_t)__builtin_frame_address(0);
-        ftr_call_saving(ftr_chunk_full_slow, NULL);
-        t->slow_sp = 0;
-        r = reserve(t);
-        if (unlikely(r >= t->end)) {
-            t->lost++;
-            goto out;
-        }
-    }
-    t->inflight = r;
-    SIGNAL_FENCE();
-    /* plain moves on x86; atomics so that the writer's concurrent reads are defined */
-    __atomic_store_n(&r->tsc, tsc, __ATOMIC_RELAXED);
-    __atomic_store_n(&r->arg, arg, __ATOMIC_RELAXED);
-    __atomic_store_n(&r->head, head, __ATOMIC_RELEASE); /* the writer may read it now */
-    ok = 1;
-out:
-    SIGNAL_FENCE();
-    t->filling--;
-    return ok;
 }
 
 /* Entries hooked on another stack (a sigaltstack handler, a swapcontext coroutine) are never
@@ -194,7 +210,7 @@ static inline int room_for_through(const struct ftr_tls *t, uintptr_t s)
                             t->stack_hi - s < (t->stack_hi - t->stack_lo) / 8);
 }
 
-static inline int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot, int through)
+static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot, int through)
 {
     if (unlikely(t->state != FTR_T_ACTIVE)) {
         if (t->state != FTR_T_NEW || t->in_slow) return ENTRY_NONE;
@@ -253,8 +269,10 @@ static inline int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot, int t
     top->slot = s; /* complete */
     SIGNAL_FENCE();
     if (!through) *slot = (uintptr_t)ftr_tramp_return;
-    t->graph_open += !!(flags & FTR_SH_TRIGGER);
-    t->notrace_open += !!(flags & FTR_SH_NOTRACE);
+    if (unlikely(flags)) {
+        t->graph_open += !!(flags & FTR_SH_TRIGGER);
+        t->notrace_open += !!(flags & FTR_SH_NOTRACE);
+    }
     if (likely(rec)) {
         t->rec_depth++;
         if (unlikely(!record(t, ftr_rec_head(site, FTR_EV_ENTRY), tsc))) {
@@ -423,7 +441,7 @@ static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_
     return ret;
 }
 
-static inline uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp, int through)
+static HOT_INLINE uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp, int through)
 {
     uintptr_t slot = sp - sizeof(uintptr_t);
     uint64_t tsc = ftr_rdtsc();
