@@ -354,8 +354,9 @@ static int dec_fields(const uint8_t *p, size_t n, const struct field *f, size_t 
 
 struct ftr_enc {
     ZSTD_CCtx *cctx;
-    struct ftr_buf raw; /* the uncompressed payload being built */
-    struct ftr_buf aux; /* events: the deltas stream */
+    struct ftr_buf raw;     /* the uncompressed payload being built */
+    struct ftr_buf aux;     /* events: the deltas stream */
+    uint64_t events, calls; /* of the last ftr_enc_events_at() */
 };
 
 struct ftr_enc *ftr_enc_new(int zstd_level)
@@ -605,6 +606,7 @@ int ftr_enc_events_at(struct ftr_enc *e, uint32_t pid, uint32_t tid, uint64_t se
                       const struct ftr_rec *r, size_t n, struct ftr_buf *out)
 {
     size_t i = 0;
+    e->events = e->calls = 0;
     while (i < n && r[i].head == 0)
         i++; /* leading empty slots */
     if (i == n) return FTR_OK;
@@ -619,7 +621,7 @@ int ftr_enc_events_at(struct ftr_enc *e, uint32_t pid, uint32_t tid, uint64_t se
     uint8_t *const deltas = e->aux.data, *dp = deltas;
     const uint64_t first = r[i].tsc;
     uint64_t prev = first;
-    uint32_t count = 0;
+    uint32_t count = 0, calls = 0;
     for (; i < n; i++) {
         const uint32_t head = r[i].head;
         if (head == 0) continue;
@@ -630,13 +632,22 @@ int ftr_enc_events_at(struct ftr_enc *e, uint32_t pid, uint32_t tid, uint64_t se
         dp = put_varint(dp, tsc - prev);
         prev = tsc;
         count++;
+        calls += (head & 3) == FTR_EV_ENTRY;
     }
     size_t heads_len = (size_t)(hp - heads), deltas_len = (size_t)(dp - deltas);
     ftr_wr_le32(e->raw.data, count);
     ftr_wr_le32(e->raw.data + 4, (uint32_t)heads_len);
     memcpy(hp, deltas, deltas_len);
     e->raw.len = 8 + heads_len + deltas_len;
-    return emit_chunk(e, FTR_CHUNK_EVENTS, pid, tid, first, prev, seq, out);
+    int rc = emit_chunk(e, FTR_CHUNK_EVENTS, pid, tid, first, prev, seq, out);
+    if (rc == FTR_OK) e->events = count, e->calls = calls;
+    return rc;
+}
+
+void ftr_enc_last_counts(const struct ftr_enc *e, uint64_t *events, uint64_t *calls)
+{
+    *events = e->events;
+    *calls = e->calls;
 }
 
 int ftr_dec_events_begin(const struct ftr_chunk_hdr *h, const uint8_t *p, size_t n,

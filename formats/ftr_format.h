@@ -318,6 +318,9 @@ int ftr_enc_events_at(struct ftr_enc *e, uint32_t pid, uint32_t tid, uint64_t se
  *  but their time; for tests and tools). */
 int ftr_enc_events(struct ftr_enc *e, uint32_t pid, uint32_t tid, const struct ftr_rec *r, size_t n,
                    struct ftr_buf *out);
+/*! ftr_enc_last_counts() : the events, and of them the ENTRY events, that the last
+ *  ftr_enc_events_at() / ftr_enc_events() encoded (0, 0 when it appended nothing). */
+void ftr_enc_last_counts(const struct ftr_enc *e, uint64_t *events, uint64_t *calls);
 /*! ftr_enc_set_level() : changes the zstd level of the following chunks (negative = faster).
  *  @return FTR_OK or FTR_E_ZSTD. */
 int ftr_enc_set_level(struct ftr_enc *e, int zstd_level);

@@ -167,25 +167,17 @@ static void flush_out(void)
     out.len = 0;
 }
 
-static void count(const struct ftr_rec *r, size_t n)
-{
-    uint64_t ev = 0, calls = 0;
-    for (size_t i = 0; i < n; i++) {
-        ev += r[i].head != 0;
-        calls += r[i].head != 0 && (r[i].head & 3) == FTR_EV_ENTRY;
-    }
-    events_total += ev;
-    calls_total += calls;
-}
-
 /* r[0] is slot seq of the thread's stream: the header's seq orders the thread's pieces for the
  * reader (neither their time nor their place in the file does: a signal handler's records may
  * precede, in the slots, a record whose clock was read before it ran). */
 static void encode(uint32_t tid, uint64_t seq, const struct ftr_rec *r, size_t n)
 {
     if (!n) return;
-    count(r, n);
     ftr_enc_events_at(enc, ftr_g.pid, tid, seq, r, n, &out);
+    uint64_t ev, calls; /* counted by the encoder, in its one pass */
+    ftr_enc_last_counts(enc, &ev, &calls);
+    events_total += ev;
+    calls_total += calls;
 }
 
 #define CALIBRATION_NS 2000000 /* 2 ms against CLOCK_MONOTONIC_RAW: about 1e-4 relative error */

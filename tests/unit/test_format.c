@@ -416,6 +416,13 @@ static void events_roundtrip(const struct ftr_rec *in, size_t n, const struct ft
     struct ftr_buf f = {0}, pl = {0};
     cr_assert_eq(ftr_enc_file_header(&f), FTR_OK);
     cr_assert_eq(ftr_enc_events(e, 1, 2, in, n, &f), FTR_OK);
+    /* the encoder's own counts: every event it kept, and of them the entries */
+    uint64_t events, calls, want_calls = 0;
+    ftr_enc_last_counts(e, &events, &calls);
+    for (size_t i = 0; i < nwant; i++)
+        want_calls += want[i].kind == FTR_EV_ENTRY;
+    cr_assert_eq(events, nwant);
+    cr_assert_eq(calls, want_calls);
     if (file_bytes) *file_bytes = f.len - FTR_FILE_HEADER_SIZE;
     const char *path = write_tmp(f.data, f.len);
     struct ftr_reader *r;
