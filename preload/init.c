@@ -239,13 +239,35 @@ int ftr_finish(uint32_t how, int code)
 /* The main thread ended with pthread_exit() or a raw exit system call, and every other thread
  * of the program has ended since: without our threads the process would be over (glibc's last
  * thread calls exit(0); the kernel ends a group with no thread left). */
+static int stat_fd = -1; /* /proc/<pid>/stat, above the program's numbers; guarded by fdguard.c */
+
+/* Opened where no other thread of the program runs (the constructor, a fork child's handler),
+ * then kept: a descriptor the writer opened for a moment, periodically, took the lowest free
+ * number, which the program could dup2() onto meanwhile; the writer's close() then closed the
+ * program's file (soak run 12 at 04bffc6: limit-dup2; case limit-fdreuse). */
+void ftr_program_watch(void)
+{
+    if (stat_fd >= 0) {
+        ftr_fd_unprotect(&stat_fd);
+        close(stat_fd); /* a fork child: the parent's */
+        stat_fd = -1;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)getpid());
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int high = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 512) : -1;
+    if (fd >= 0) close(fd);
+    if (high < 0) return;
+    stat_fd = high;
+    ftr_fd_protect(&stat_fd);
+}
+
 int ftr_program_gone(int *leader_gone)
 {
     char buf[1024];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
+    ftr_fd_lock(); /* the number stays ours while it is read */
+    ssize_t n = stat_fd >= 0 ? pread(stat_fd, buf, sizeof buf - 1, 0) : -1;
+    ftr_fd_unlock();
     if (n <= 0) return 0;
     buf[n] = 0;
     const char *p = strrchr(buf, ')'); /* "pid (comm) S ppid ..." */

@@ -420,6 +420,7 @@ void ftr_chunk_full_slow(void *unused)
     struct ftr_tls *t = &ftr_tls;
     struct ftr_thread *thr = t->thr;
     t->in_slow = 1;
+    prctl(PR_GET_NAME, thr->name); /* a rename since: the name at the end (writer.c) */
     struct ftr_chunk *old = thr->cur, *next = thr->spare;
     if (next) {
         thr->spare = NULL;

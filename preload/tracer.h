@@ -375,6 +375,7 @@ void ftr_resume(void) FTR_HIDDEN; /* after an exec that failed */
  * (*leader_gone: the main thread is; keep asking often)? If so, the END to write (the image is
  * marked ended), and then exit(0) with the program's exit handlers, in the writer thread. */
 int ftr_program_gone(int *leader_gone) FTR_HIDDEN;
+void ftr_program_watch(void) FTR_HIDDEN; /* before the writer starts: what ftr_program_gone reads */
 extern int ftr_main_pthread_exited FTR_HIDDEN; /* unwind.c: the main thread left by pthread_exit */
 const struct ftr_end_info *ftr_end_orphaned(void) FTR_HIDDEN;
 void ftr_orphan_exit(void) FTR_HIDDEN __attribute__((noreturn));

@@ -311,7 +311,7 @@ static void take_partial(struct ftr_thread *thr, void *arg)
 }
 
 /* THREAD chunks name the threads: when one has ended (its final name), and at the end for
- * those still running (their name now, from /proc: a thread may rename itself any time). */
+ * those still running (the name of their first traced call: see thread_alive). */
 static void thread_chunk(uint32_t tid, uint32_t what, const char *name)
 {
     struct ftr_thread_info ti = {.tid = tid, .what = what, .tsc = ftr_rdtsc(), .name = name};
@@ -323,18 +323,14 @@ static void thread_ended(const struct ftr_thread *thr)
     thread_chunk(thr->tid, 2, thr->name);
 }
 
+/* A thread still running is named as it was at its first traced call: reading its name now
+ * would open /proc/self/task/TID/comm, a descriptor that takes the lowest free number while
+ * the program's other threads may be about to dup2() onto it (see ftr_program_watch). */
 static void thread_alive(struct ftr_thread *thr, void *arg)
 {
     (void)arg;
     if (__atomic_load_n(&thr->ended, __ATOMIC_ACQUIRE)) return;
-    char path[64], name[32] = "";
-    snprintf(path, sizeof path, "/proc/self/task/%u/comm", thr->tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, name, sizeof name - 1) : -1;
-    if (fd >= 0) close(fd);
-    name[n > 0 ? n : 0] = 0;
-    name[strcspn(name, "\n")] = 0;
-    thread_chunk(thr->tid, 1, name[0] ? name : thr->name);
+    thread_chunk(thr->tid, 1, thr->name);
 }
 
 static void write_pending(int partial)
@@ -452,6 +448,7 @@ void ftr_writer_reset(int after_fork)
 
 int ftr_writer_start(char *err, size_t errlen)
 {
+    ftr_program_watch(); /* still alone here: the constructor, a fork child's handler */
     if (!enc && !w_lazy) enc = ftr_enc_new(ftr_cfg.zstd_level); /* lazy: begin_image makes it */
     scratch_n = ftr_cfg.chunk_bytes / sizeof(struct ftr_rec);
     if (!scratch) scratch = malloc(scratch_n * sizeof *scratch);

@@ -777,6 +777,10 @@ CASES = {
     "limit-dup2": Case("blimits.c", ["dup2"], all_of(
         check_file("bl_dup2.txt", DUP2_TEXT),
         exact([{"main": 1, "main;phase": 20, "main;phase;leaf": 4000}]))),
+    # the writer flushing every millisecond, while the program frees and refills fds 3..20
+    "limit-fdreuse": Case("blimits.c", ["reuse"], exact(
+        [{"main": 1, "main;phase1": 20000, "main;phase1;leaf": 20000}]),
+        env={"FTRACE_FLUSH_MS": "1"}),
 }
 
 

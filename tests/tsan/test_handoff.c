@@ -67,6 +67,7 @@ void ftr_fd_unlock(void)
     pthread_mutex_unlock(&fd_lock);
 }
 void ftr_control_poll(void) {}
+void ftr_program_watch(void) {}
 int ftr_program_gone(int *leader_gone)
 {
     *leader_gone = 0;

@@ -10,6 +10,12 @@
  *   dup2      dup2()s a file (bl_dup2.txt) over fds 3..20, then in 20 rounds writes one line
  *             to each of those fds, with phase -> leaf x 200 and a 2 ms sleep in between.
  *             tree: {main 1, main;phase 20, main;phase;leaf 4000}
+ *   reuse     20000 rounds of: close fds 3..20, dup2() a file over each of them again, write
+ *             one byte to each, then phase -> leaf once. A descriptor the tracer opens for a
+ *             moment (while the program's numbers are free) takes the lowest free number: the
+ *             program's dup2() then replaces it, and the tracer's close() would close the
+ *             program's file. Every write must succeed: exit status 104, else 50 + the round's
+ *             first failing fd. tree: {main 1, main;phase1 20000, main;phase1;leaf 20000}
  * The program reads its file back and says whether it is intact; the test checks it too. */
 #include <fcntl.h>
 #include <pthread.h>
@@ -23,8 +29,7 @@
 static volatile long sink;
 NOINLINE long recurse(long n)
 {
-    if (n == 0)
-        return 0;
+    if (n == 0) return 0;
     long r = recurse(n - 1);
     KEEP(r);
     return r + 1;
@@ -36,11 +41,20 @@ NOINLINE void *deep_thread(void *arg)
     return (void *)r;
 }
 
-NOINLINE void leaf(void) { sink++; }
+NOINLINE void leaf(void)
+{
+    sink++;
+}
 NOINLINE void phase(void)
 {
     for (int i = 0; i < 200; i++)
         leaf();
+    NOTAIL();
+}
+
+NOINLINE void phase1(void)
+{
+    leaf();
     NOTAIL();
 }
 
@@ -56,8 +70,7 @@ NOTRACE static void verify(const char *mode, const char *path, const char *want,
     static char got[1 << 16];
     int fd = open(path, O_RDONLY);
     ssize_t n = fd >= 0 ? read(fd, got, sizeof got) : -1;
-    if (fd >= 0)
-        close(fd);
+    if (fd >= 0) close(fd);
     int ok = n == (ssize_t)len && !memcmp(got, want, len);
     printf("%s: wrote %zu bytes, file %s\n", mode, len, ok ? "intact" : "CORRUPTED");
 }
@@ -87,10 +100,9 @@ int main(int argc, char **argv)
         int fd = open("bl_closefds.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
         for (int r = 0; r < 40; r++) {
             char line[64];
-            int n = snprintf(line, sizeof line, "closefds round %d fd %s\n", r,
-                             fd == 3 ? "3" : ">3");
-            if (write(fd, line, (size_t)n) != n)
-                break;
+            int n =
+                snprintf(line, sizeof line, "closefds round %d fd %s\n", r, fd == 3 ? "3" : ">3");
+            if (write(fd, line, (size_t)n) != n) break;
             memcpy(want + len, line, (size_t)n);
             len += (size_t)n;
             phase();
@@ -103,16 +115,13 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "dup2")) {
         int f = open("bl_dup2.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
         for (int fd = 3; fd <= 20; fd++)
-            if (fd != f)
-                dup2(f, fd);
-        if (f > 20)
-            close(f);
+            if (fd != f) dup2(f, fd);
+        if (f > 20) close(f);
         for (int r = 0; r < 20; r++) {
             for (int fd = 3; fd <= 20; fd++) {
                 char line[64];
                 int n = snprintf(line, sizeof line, "dup2 round %d fd %d\n", r, fd);
-                if (write(fd, line, (size_t)n) != n)
-                    break;
+                if (write(fd, line, (size_t)n) != n) break;
                 memcpy(want + len, line, (size_t)n);
                 len += (size_t)n;
             }
@@ -124,6 +133,25 @@ int main(int argc, char **argv)
         verify(mode, "bl_dup2.txt", want, len);
         return 103;
     }
-    fprintf(stderr, "usage: blimits deep|closefds|dup2\n");
+    if (!strcmp(mode, "reuse")) {
+        int f = open("bl_reuse.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int hi = fcntl(f, F_DUPFD_CLOEXEC, 100); /* out of the way of 3..20 */
+        close(f);
+        for (int r = 0; r < 20000; r++) {
+            for (int fd = 3; fd <= 20; fd++)
+                close(fd);
+            for (int fd = 3; fd <= 20; fd++)
+                dup2(hi, fd);
+            for (int fd = 3; fd <= 20; fd++)
+                if (write(fd, "x", 1) != 1) {
+                    printf("reuse: round %d: write to fd %d failed\n", r, fd);
+                    return 50 + fd;
+                }
+            phase1();
+        }
+        printf("reuse: 20000 rounds\n");
+        return 104;
+    }
+    fprintf(stderr, "usage: blimits deep|closefds|dup2|reuse\n");
     return 2;
 }
