@@ -107,6 +107,17 @@ static void bury(struct ftr_tls *t, const struct ftr_shadow *e)
     t->grave[t->grave_pos++ & (FTR_GRAVE_SIZE - 1)] = *e;
 }
 
+/* The --graph-function and --notrace counters: entry e counted in (d = 1) or out (-1). The
+ * frames of a suspended coroutine are out (FTR_SH_UNCOUNTED): a --notrace function that yields
+ * hides nothing of its resumer's, until its stack is resumed. */
+static inline void graph_count(struct ftr_tls *t, const struct ftr_shadow *e, int d)
+{
+    if (unlikely(e->flags & (FTR_SH_TRIGGER | FTR_SH_NOTRACE)) && !(e->flags & FTR_SH_UNCOUNTED)) {
+        t->graph_open += (uint32_t)(d * !!(e->flags & FTR_SH_TRIGGER));
+        t->notrace_open += (uint32_t)(d * !!(e->flags & FTR_SH_NOTRACE));
+    }
+}
+
 /* Takes entry e off the books: its exit (kind EXIT or UNWIND) is recorded when its entry was,
  * and the per-thread counters forget it. */
 static inline void retire(struct ftr_tls *t, const struct ftr_shadow *e, unsigned kind,
@@ -116,10 +127,7 @@ static inline void retire(struct ftr_tls *t, const struct ftr_shadow *e, unsigne
         t->rec_depth--;
         record(t, ftr_rec_head(e->site, kind), tsc);
     }
-    if (unlikely(e->flags & (FTR_SH_TRIGGER | FTR_SH_NOTRACE))) {
-        t->graph_open -= !!(e->flags & FTR_SH_TRIGGER);
-        t->notrace_open -= !!(e->flags & FTR_SH_NOTRACE);
-    }
+    graph_count(t, e, -1);
 }
 
 /* Closes entry e as unwound and empties it, under the marks a jump that abandons this (from a
@@ -165,10 +173,7 @@ static inline int rewind_short(struct ftr_tls *t, const struct ftr_shadow *e, ui
     struct ftr_rec *expect = last + 1;
     __asm__ volatile("cmpxchgq %2, %1" : "+a"(expect), "+m"(t->pos) : "r"(last) : "memory", "cc");
     t->rec_depth--;
-    if (unlikely(e->flags & (FTR_SH_TRIGGER | FTR_SH_NOTRACE))) {
-        t->graph_open -= !!(e->flags & FTR_SH_TRIGGER);
-        t->notrace_open -= !!(e->flags & FTR_SH_NOTRACE);
-    }
+    graph_count(t, e, -1);
     return 1;
 }
 
@@ -411,12 +416,16 @@ static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_
             bury(t, e);
             retire(t, e, FTR_EV_UNWIND, tsc);
             e->flags |= FTR_SH_GONE;
-        } else if (e->flags & FTR_SH_RECORDED) {
-            t->rec_depth--;
-            record_arg(t, ftr_rec_head(FTR_SP_SUSPENDED, FTR_EV_SPECIAL), tsc, 1);
-            record(t, ftr_rec_head(e->site, FTR_EV_UNWIND), tsc);
-            /* its return, if it comes, is not recorded, unless its stack is resumed first */
-            e->flags = (e->flags & ~FTR_SH_RECORDED) | FTR_SH_SUSPENDED;
+        } else {
+            if (e->flags & FTR_SH_RECORDED) {
+                t->rec_depth--;
+                record_arg(t, ftr_rec_head(FTR_SP_SUSPENDED, FTR_EV_SPECIAL), tsc, 1);
+                record(t, ftr_rec_head(e->site, FTR_EV_UNWIND), tsc);
+                /* its return, if it comes, is not recorded, unless its stack is resumed first */
+                e->flags = (e->flags & ~FTR_SH_RECORDED) | FTR_SH_SUSPENDED;
+            }
+            graph_count(t, e, -1);
+            e->flags |= FTR_SH_UNCOUNTED;
         }
     }
     struct ftr_shadow *keep = m;
@@ -510,6 +519,7 @@ static void recount(struct ftr_tls *t)
     for (const struct ftr_shadow *e = t->shadow_base; e < t->top; e++) {
         if (!e->slot) continue;
         rec += !!(e->flags & FTR_SH_RECORDED);
+        if (e->flags & FTR_SH_UNCOUNTED) continue;
         graph += !!(e->flags & FTR_SH_TRIGGER);
         notrace += !!(e->flags & FTR_SH_NOTRACE);
     }
@@ -661,6 +671,15 @@ static int in_chain_from(const struct ftr_tls *t, uint32_t from, uintptr_t slot)
 /* The recorded frames of the stacks chain[from..], innermost first, leave the stream. */
 static void suspend_from(struct ftr_tls *t, uint32_t from, uint64_t tsc)
 {
+    /* the suspended stacks' --graph-function and --notrace frames stop counting */
+    for (struct ftr_shadow *e = t->top; e-- > t->shadow_base;) {
+        int counted =
+            (e->flags & (FTR_SH_TRIGGER | FTR_SH_NOTRACE)) && !(e->flags & FTR_SH_UNCOUNTED);
+        if (!e->slot || !(counted || (e->flags & FTR_SH_RECORDED))) continue;
+        if (!in_chain_from(t, from, e->slot)) break; /* the resumer's: below stay open */
+        graph_count(t, e, -1);
+        e->flags |= FTR_SH_UNCOUNTED;
+    }
     uint32_t n = 0;
     for (struct ftr_shadow *e = t->top; e-- > t->shadow_base;) {
         if (!e->slot || !(e->flags & FTR_SH_RECORDED)) continue;
@@ -684,13 +703,22 @@ static void resume(struct ftr_tls *t, uint32_t cls, uint64_t tsc)
 {
     struct ftr_shadow *w = t->top;
     for (struct ftr_shadow *e = t->top; e-- > t->shadow_base;) {
-        if (!e->slot || !(e->flags & FTR_SH_SUSPENDED) || !same_stack(t, e->slot, cls)) continue;
+        if (!e->slot || !(e->flags & (FTR_SH_SUSPENDED | FTR_SH_UNCOUNTED)) ||
+            !same_stack(t, e->slot, cls))
+            continue;
         struct ftr_shadow mv = *e;
         for (struct ftr_shadow *p = e; p + 1 < w; p++)
             *p = p[1];
         *--w = mv;
     }
-    uint32_t n = (uint32_t)(t->top - w);
+    uint32_t n = 0;
+    for (struct ftr_shadow *e = w; e < t->top; e++) {
+        if (e->flags & FTR_SH_UNCOUNTED) { /* their knobs count again */
+            e->flags &= ~FTR_SH_UNCOUNTED;
+            graph_count(t, e, 1);
+        }
+        n += !!(e->flags & FTR_SH_SUSPENDED);
+    }
     if (!n || !recording(t)) return;
     if (ftr_hot.max_depth) { /* --max-depth: those deeper stay out (and suspended) */
         uint32_t room = t->rec_depth < ftr_hot.max_depth ? ftr_hot.max_depth - t->rec_depth : 0;
@@ -698,7 +726,9 @@ static void resume(struct ftr_tls *t, uint32_t cls, uint64_t tsc)
     }
     if (!n) return;
     record_arg(t, ftr_rec_head(FTR_SP_RESUMED, FTR_EV_SPECIAL), tsc, n);
-    for (struct ftr_shadow *e = w; e < w + n; e++) {
+    for (struct ftr_shadow *e = w; n && e < t->top; e++) {
+        if (!(e->flags & FTR_SH_SUSPENDED)) continue;
+        n--;
         e->flags &= ~FTR_SH_SUSPENDED;
         if (record(t, ftr_rec_head(e->site, FTR_EV_ENTRY), tsc)) {
             e->flags |= FTR_SH_RECORDED;

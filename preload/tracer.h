@@ -49,6 +49,9 @@ struct ftr_shadow {
     16u                    /* a coroutine's frame, left by a switch: out of the recorded           \
                               stream until its stack is resumed (hooks.c) */
 #define FTR_SH_THROUGH 32u /* called through (ftr_tramp_through): its slot is not hooked */
+#define FTR_SH_UNCOUNTED                                                                           \
+    64u /* hooks.c: a suspended coroutine's --graph-function/--notrace                             \
+           frame, out of the thread's counters until resumed */
 
 /* per-site flags (ftr_site_flags[site]) */
 #define FTR_SF_TRIGGER 1u

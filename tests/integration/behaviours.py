@@ -728,6 +728,13 @@ CASES = {
     "cancel-cxx-async": Case("bcancel.cpp", ["async"], exact([{"main": 1}, CANCEL_TREE]),
                              variant="cxx"),
     "swapcontext": Case("bcoro.c", [], check_coro),
+    # the graph knobs on a coroutine's frames: a --notrace function that yields hides nothing
+    # of its resumer's; a --graph-function one records its own subtree each time it is resumed
+    "swapcontext-notrace": Case("bcoro.c", [], exact(
+        [{"main": 1, "main;pinger": 1, "main;pinger;ping_work": 100}]),
+        env={"FTRACE_NOTRACE": "coro_body"}),
+    "swapcontext-graph": Case("bcoro.c", [], exact([{"coro_body": 1, "coro_body;pong_work": 100}]),
+                              env={"FTRACE_GRAPH_FUNCTION": "coro_body"}),
     "swapcontext-nest": Case("bcoro.c", ["nest"], exact(
         [{"main": 1, "main;foo": 1, "main;foo;bar": 1, "main;baz": 1}])),
     "swapcontext-gen": Case("bcoro.c", ["gen"], exact([gen_tree(20)])),
