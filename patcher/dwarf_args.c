@@ -313,7 +313,11 @@ static void decide(struct scan *sc, const struct ftr_dw_unit *u, const struct ft
     x->budget = BUDGET;
     int proto = ftr_dw_flag(s, A_PROTOTYPED), all_cxx = c_family(u->lang) == 2, gnu = u->gnu,
         ext = ftr_dw_flag(s, A_EXTERNAL);
-    int bad = own.bad || own.variadic || ftr_dw_flag(s, A_DECL), ni = own.ni, ns = own.ns;
+    /* an artificial subprogram (clang's this-adjusting thunks: no parameters described, then a
+     * jump to a function that may take some on the stack) and a unit without parameter DIEs */
+    int bad = own.bad || own.variadic || ftr_dw_flag(s, A_DECL) || ftr_dw_flag(s, A_ARTIFICIAL) ||
+              u->thin,
+        ni = own.ni, ns = own.ns;
     const struct ftr_dw_val *cc = ftr_dw_attr(s, A_CC);
     bad |= cc && (cc->kind != V_CONST || cc->u != CC_normal);
     struct ftr_dw_die t = *s;
@@ -332,6 +336,7 @@ static void decide(struct scan *sc, const struct ftr_dw_unit *u, const struct ft
             break;
         }
         proto |= ftr_dw_flag(&o, A_PROTOTYPED);
+        bad |= ftr_dw_flag(&o, A_ARTIFICIAL) || ou->thin;
         all_cxx &= c_family(ou->lang) == 2;
         gnu &= ou->gnu;
         ext |= ftr_dw_flag(&o, A_EXTERNAL);
@@ -498,9 +503,13 @@ static long results(struct scan *x, struct file *f, uint64_t **addrs)
 int ftr_dwarf_name_ok(const char *name)
 {
     /* gcc's clones (.isra.0 .constprop.0 .part.0 .cold ...), LLVM's (.llvm.123, .specialized),
-     * and the vector variants of the vector function ABI (_ZGV...) */
+     * the vector variants of the vector function ABI (_ZGV...), and C++ thunks (_ZTh, _ZTv:
+     * this-adjusting; _ZTc: covariant return), which jump to a function DWARF does not pair
+     * them with */
     const char *dot = strchr(name, '.'), *at = strchr(name, '@'); /* not in @GLIBC_2.2.5 */
-    return (!dot || (at && at < dot)) && strncmp(name, "_ZGV", 4) != 0;
+    return (!dot || (at && at < dot)) && strncmp(name, "_ZGV", 4) != 0 &&
+           strncmp(name, "_ZTh", 4) != 0 && strncmp(name, "_ZTv", 4) != 0 &&
+           strncmp(name, "_ZTc", 4) != 0;
 }
 
 long ftr_dwarf_regargs(Elf *elf, uint64_t **addrs, char *err, size_t errlen)

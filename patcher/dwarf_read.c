@@ -15,7 +15,8 @@ enum { FORM_data4 = 0x06, FORM_data8 = 0x07, FORM_indirect = 0x16, FORM_implicit
 static const struct { uint16_t at; uint8_t slot; } slots[] = {
     {0x01, A_SIBLING}, {0x02, A_LOCATION}, {0x0b, A_BYTE_SIZE}, {0x0d, A_BIT_SIZE},
     {0x11, A_LOW_PC}, {0x13, A_LANG}, {0x1c, A_CONST_VALUE}, {0x25, A_PRODUCER},
-    {0x27, A_PROTOTYPED}, {0x31, A_ORIGIN}, {0x36, A_CC}, {0x38, A_MEMBER_LOC}, {0x3c, A_DECL},
+    {0x27, A_PROTOTYPED}, {0x31, A_ORIGIN}, {0x34, A_ARTIFICIAL}, {0x36, A_CC},
+    {0x38, A_MEMBER_LOC}, {0x3c, A_DECL},
     {0x3e, A_ENCODING}, {0x3f, A_EXTERNAL}, {0x47, A_SPEC}, {0x49, A_TYPE},
     {0x6b, A_BIT_SIZE /* DW_AT_data_bit_offset: a bit-field too */}, {0x72, A_STR_OFF_BASE},
     {0x73, A_ADDR_BASE}, {0x76, A_DWO_NAME}, {0x88, A_ALIGNMENT},
@@ -449,6 +450,8 @@ static void read_root(const struct ftr_dw *x, struct ftr_dw_unit *u)
     /* no base, no strx string (guessing one could read another unit's producer) */
     const char *p = producer(x, u, &d, sb && sb->kind == V_SECOFF ? sb->u : UINT64_MAX);
     u->gnu = p && !strncmp(p, "GNU ", 4);
+    u->thin = p && (strstr(p, " -g1") || strstr(p, " -gmlt") || strstr(p, " -gline-tables-only") ||
+                    strstr(p, " -mabi=ms"));
     u->dwo = ftr_dw_attr(&d, A_DWO_NAME) != NULL;
     if (!ftr_dw_constant(u, &d, A_LANG, &u->lang)) u->lang = 0;
 }

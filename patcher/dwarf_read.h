@@ -39,7 +39,8 @@ enum { ATE_address = 1, ATE_boolean, ATE_complex, ATE_float, ATE_signed, ATE_sig
 /* The attributes kept from a DIE, each in a slot */
 enum { A_SIBLING, A_BYTE_SIZE, A_LOW_PC, A_LANG, A_PRODUCER, A_PROTOTYPED, A_ORIGIN, A_CC,
        A_MEMBER_LOC, A_DECL, A_ENCODING, A_EXTERNAL, A_SPEC, A_TYPE, A_LOCATION, A_CONST_VALUE,
-       A_ADDR_BASE, A_STR_OFF_BASE, A_ALIGNMENT, A_VECTOR, A_BIT_SIZE, A_DWO_NAME, A_NSLOTS };
+       A_ADDR_BASE, A_STR_OFF_BASE, A_ALIGNMENT, A_VECTOR, A_BIT_SIZE, A_DWO_NAME, A_ARTIFICIAL,
+       A_NSLOTS };
 
 /* What an attribute's value is */
 enum { V_CONST = 1, /* data, flag, sdata (two's complement), udata, implicit_const */
@@ -73,6 +74,8 @@ struct ftr_dw_unit {
     uint8_t root; /* the root DIE is a compile or partial unit's */
     uint8_t dwo;  /* a split-DWARF skeleton (DW_AT_dwo_name) */
     uint8_t gnu;  /* DW_AT_producer starts with "GNU " (GCC) */
+    uint8_t thin; /* its producer says -g1, -gmlt or -gline-tables-only (no parameters described)
+                     or -mabi=ms (another calling convention): nothing in it is listed */
     uint8_t has_addr_base;
 };
 

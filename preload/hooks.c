@@ -204,15 +204,18 @@ static inline int recording(const struct ftr_tls *t)
 enum { ENTRY_NONE, ENTRY_HOOKED, ENTRY_THROUGH };
 
 /* Call-through adds 16 bytes to every traced frame. It is used while the frame lies in the top
- * eighth of the thread's own stack (1 MiB of the usual 8): a program that recurses deeper gets
- * the return hook, which adds nothing, so that a program which fits its stack untraced (up to
- * 15/16 of it full with the smallest frames, 16 bytes) fits traced. Not on another stack (a
- * sigaltstack's or a coroutine's size is the program's own choice), unless the thread's
- * bounds are unknown. */
+ * 32nd of the thread's own stack (256 KiB of the usual 8 MiB): a program that recurses deeper
+ * gets the return hook, which adds nothing, so that a program which fits its stack untraced (up
+ * to 63/64 of it full with the smallest frames, 16 bytes) fits traced. Not on another stack (a
+ * sigaltstack's or a coroutine's size is the program's own choice), also one the program made
+ * inside the thread's own (an array in main's frame), unless the thread's bounds are unknown. */
 static inline int room_for_through(const struct ftr_tls *t, uintptr_t s)
 {
-    return !t->stack_lo || (s < t->stack_hi && s >= t->stack_lo &&
-                            t->stack_hi - s < (t->stack_hi - t->stack_lo) / 8);
+    if (!t->stack_lo) return 1;
+    if (s >= t->stack_hi || s < t->stack_lo || t->stack_hi - s >= (t->stack_hi - t->stack_lo) / 32)
+        return 0;
+    return likely(!atomic_load_explicit(&ftr_stack_any_inside, memory_order_relaxed)) ||
+           ftr_stack_class(t, s) == FTR_STACK_OWN;
 }
 
 static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot, int through)

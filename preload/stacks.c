@@ -84,9 +84,10 @@ void ftr_stacks_init(void)
     }
 }
 
-void ftr_stack_bounds_here(size_t size, uintptr_t *lo, uintptr_t *hi)
+void ftr_stack_bounds_here(size_t size, uintptr_t sp, uintptr_t *lo, uintptr_t *hi)
 {
-    uintptr_t sp = (uintptr_t)__builtin_frame_address(0), l, h;
+    uintptr_t l, h;
+    if (!sp) sp = (uintptr_t)__builtin_frame_address(0);
     if ((uint32_t)syscall(SYS_gettid) == (uint32_t)getpid()) {
         l = main_lo, h = main_hi;
     } else {

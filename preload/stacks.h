@@ -79,9 +79,9 @@ static inline uint32_t ftr_stack_class(const struct ftr_tls *t, uintptr_t a)
 
 void ftr_stacks_init(void) FTR_HIDDEN; /* constructor: the main thread's stack, the default size */
 /* The calling thread's own stack: the main thread's (found at start), or the one around its
- * thread descriptor (size: the start wrapper's hint, 0 for the default). (0, 0) if sp is not in
- * it. Any context. */
-void ftr_stack_bounds_here(size_t size, uintptr_t *lo, uintptr_t *hi) FTR_HIDDEN;
+ * thread descriptor (size: the start wrapper's hint, 0 for the default). (0, 0) if sp (the
+ * thread's stack pointer; 0: the caller's own frame) is not in it. Any context. */
+void ftr_stack_bounds_here(size_t size, uintptr_t sp, uintptr_t *lo, uintptr_t *hi) FTR_HIDDEN;
 void ftr_stack_declare(uintptr_t lo, uintptr_t hi) FTR_HIDDEN; /* a stack the program made */
 /* hooks.c: makecontext() on [lo, hi) makes a coroutine afresh there: this thread's entries of
  * frames on that memory (a coroutine abandoned suspended) are dropped */

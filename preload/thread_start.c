@@ -34,6 +34,13 @@ static void stack_of(struct ftr_thread *r, const pthread_attr_t *attr)
 {
     void *lo = NULL;
     size_t size = 0;
+    pthread_attr_t def;
+    if (!attr && pthread_getattr_default_np(&def) == 0) {
+        /* the default now: pthread_setattr_default_np() may have changed it since start */
+        if (pthread_attr_getstacksize(&def, &size) == 0) r->stack_size = size;
+        pthread_attr_destroy(&def);
+        return;
+    }
     if (!attr || pthread_attr_getstack(attr, &lo, &size) != 0) return;
     /* glibc answers top - size: a stack not supplied has top NULL */
     uintptr_t top = (uintptr_t)lo + size;

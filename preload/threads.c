@@ -210,7 +210,9 @@ static int setup(struct ftr_thread *r)
     if (r->stack_hi)
         t->stack_lo = r->stack_lo, t->stack_hi = r->stack_hi;
     else
-        ftr_stack_bounds_here(r->stack_size, &t->stack_lo, &t->stack_hi);
+        /* where the thread runs: the hook's slot when this is its slow path, which runs on a
+         * private stack (ftr_call_saving); else here (the start wrapper) */
+        ftr_stack_bounds_here(r->stack_size, t->slow_sp, &t->stack_lo, &t->stack_hi);
     t->grave = r->grave;
     t->grave_pos = 0;
     t->thr = r;

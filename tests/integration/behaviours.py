@@ -735,6 +735,10 @@ CASES = {
         env={"FTRACE_NOTRACE": "coro_body"}),
     "swapcontext-graph": Case("bcoro.c", [], exact([{"coro_body": 1, "coro_body;pong_work": 100}]),
                               env={"FTRACE_GRAPH_FUNCTION": "coro_body"}),
+    # a coroutine whose stack is an array in main's frame: no frame of it grows (call-through)
+    "swapcontext-local": Case("bcoro.c", ["local"], exact([dict(
+        {"main": 1, "main;lco": 1},
+        **{";".join(["main", "lco"] + ["lrec"] * i): 1 for i in range(1, 601)})]), opts=("O2",)),
     "swapcontext-nest": Case("bcoro.c", ["nest"], exact(
         [{"main": 1, "main;foo": 1, "main;foo;bar": 1, "main;baz": 1}])),
     "swapcontext-gen": Case("bcoro.c", ["gen"], exact([gen_tree(20)])),

@@ -7,7 +7,7 @@ real one, each behind one ftr_tramp_through frame: the backtrace names leaf, mid
 that order and nothing else of the program (where gdb's breakpoint lands on leaf's site, that
 site is left alone, so leaf itself is untraced; its callers are). With the return hook (FTRACE_EXIT=hook) gdb meets
 the hooked return address and stops at the pseudo-frame, cleanly ("Backtrace stopped"), as
-docs/design.md says; the program still runs to its end with the same output.
+docs/design.md says; the program still runs to its end (its own output says so).
 
 usage: gdb_tests.py --bin DIR
 """
@@ -63,7 +63,9 @@ def main():
                             set(ours) == {"ftr_tramp_through"}
                     else:
                         ok = prog[:1] == ["leaf"] and "Backtrace stopped" in p.stdout
-                    ok = ok and "tree " in p.stdout and "exited with code 03" in p.stdout
+                    # the program ran on to its end (gdb itself may then lose the race with
+                    # the exiting threads: "Couldn't get registers: No such process")
+                    ok = ok and "tree " in p.stdout and "tree: done" in p.stdout + p.stderr
                     print("%s %s: %s" % ("ok  " if ok else "FAIL", tag, " <- ".join(frames)))
                     if not ok:
                         failed += 1

@@ -335,12 +335,13 @@ Test(dwarf_args, variants, .init = make_tmpdir, .fini = remove_tmpdir)
                          {"gcc", "g++", "-O0", "-gdwarf-2", 1, 0},
                          {"gcc", "g++", "-O2", "-gdwarf-3", 1, 0},
                          {"gcc", "g++", "-O2", "-g -gsplit-dwarf", 1, 0},
-                         {"gcc", "g++", "-O2", "-g0", 1, 0}};
-    build(k, 7);
+                         {"gcc", "g++", "-O2", "-g0", 1, 0},
+                         {"gcc", "g++", "-O2", "-g1", 0, 0}};
+    build(k, 8);
     /* the aggregates and enums are in type units; the pointers to them are not */
     const struct expect tu[] = {{"t16x3", N}, {"mptr", Y}, {"_ZN2Kl2m5Elllll", Y}},
                         tu_c[] = {{"i6", Y}, {"i7", N}, {"s16", N}, {"ptrs", N}, {"fnptr", Y}};
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 8; i++) {
         char path[128];
         snprintf(path, sizeof path, "%s/x%d.so", tmpdir, i);
         if (i < 2) check_file(path, tu, 3, 1, k[i].dbg);
@@ -349,13 +350,17 @@ Test(dwarf_args, variants, .init = make_tmpdir, .fini = remove_tmpdir)
         if (i >= 2 && i < 5)
             check_file(path, c_expect, sizeof c_expect / sizeof *c_expect, 1, k[i].dbg);
         if (i < 5) continue;
-        int fd = open(path, O_RDONLY);
-        Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
-        uint64_t *v;
-        cr_expect(regargs_of(elf, &v) == 0, "%s: nothing listed", k[i].dbg);
-        cr_expect(v == NULL);
-        elf_end(elf);
-        close(fd);
+        /* split DWARF, none, -g1 (no parameters described, C++ included): nothing listed */
+        for (int cxx = 0; cxx < (i == 7 ? 2 : 1); cxx++) {
+            snprintf(path, sizeof path, "%s/%c%d.so", tmpdir, cxx ? 'x' : 'c', i);
+            int fd = open(path, O_RDONLY);
+            Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+            uint64_t *v;
+            cr_expect(regargs_of(elf, &v) == 0, "%s %s: nothing listed", k[i].dbg, path);
+            cr_expect(v == NULL);
+            elf_end(elf);
+            close(fd);
+        }
     }
 }
 
@@ -370,6 +375,9 @@ Test(dwarf_args, names)
     cr_expect(!ftr_dwarf_name_ok("foo.cold"));
     cr_expect(!ftr_dwarf_name_ok("foo.lto_priv.0@VER_1"));
     cr_expect(!ftr_dwarf_name_ok("_ZGVbN2v_foo"));
+    cr_expect(!ftr_dwarf_name_ok("_ZThn16_N1C1gEv")); /* C++ thunks */
+    cr_expect(!ftr_dwarf_name_ok("_ZTv0_n24_N1C1fEv"));
+    cr_expect(!ftr_dwarf_name_ok("_ZTch0_h16_N1D5cloneEv"));
     cr_expect(ftr_dwarf_regargs(NULL, &(uint64_t *){0}, NULL, 0) == 0);
 }
 
