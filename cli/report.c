@@ -438,6 +438,22 @@ static void order_pieces(struct frp_report *r)
     qsort(r->chunks, r->nchunks, sizeof *r->chunks, cmp_piece);
 }
 
+/* Processes by when they started (the PROCESS chunk's start, else the first event), then by
+ * file order. */
+static uint64_t proc_start(const struct frp_process *p)
+{
+    return p->has_info && p->start_tsc ? p->start_tsc : p->first_tsc;
+}
+
+static int cmp_proc_start(const void *a, const void *b)
+{
+    const struct frp_process *x = *(struct frp_process *const *)a,
+                             *y = *(struct frp_process *const *)b;
+    uint64_t sx = proc_start(x), sy = proc_start(y);
+    if (sx != sy) return sx < sy ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
 static int cmp_mark(const void *a, const void *b)
 {
     const struct frp_mark *x = a, *y = b;
@@ -479,14 +495,33 @@ static int finish(struct frp_report *r)
         p->ns_mul = mul >= 1.0 && mul < 1.8e19 ? (uint64_t)mul : 0;
         if (p->has_info && p->start_tsc < r->base_tsc) r->base_tsc = p->start_tsc;
         if (p->first_tsc < r->base_tsc) r->base_tsc = p->first_tsc;
+    }
+    /* Parents and exec'd images by start time, not by file order: a process writes its first
+     * chunk when it has something to say, so a child (a daemon whose parent ended inside
+     * daemon()) may precede its parent in the file. */
+    struct frp_process **by_start = malloc((r->nprocs ? r->nprocs : 1) * sizeof *by_start);
+    if (!by_start) return FTR_E_NOMEM;
+    if (r->nprocs) memcpy(by_start, r->procs, r->nprocs * sizeof *by_start);
+    if (r->nprocs > 1) qsort(by_start, r->nprocs, sizeof *by_start, cmp_proc_start);
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        struct frp_process *p = by_start[i];
         uint32_t *v = p->ppid ? frp_hmap_get(&latest, p->ppid) : NULL;
         p->parent = v ? r->procs[*v] : NULL;
         p->after_exec = frp_hmap_get(&latest, p->pid) != NULL;
         if (frp_hmap_put(&latest, p->pid, p->idx)) {
+            free(by_start);
             frp_hmap_free(&latest);
             return FTR_E_NOMEM;
         }
     }
+    /* a parent whose PROCESS chunk says it started later (synthetic files, clocks apart): the
+     * first image with its pid */
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        struct frp_process *p = r->procs[i];
+        for (uint32_t k = 0; p->ppid && !p->parent && k < r->nprocs; k++)
+            if (by_start[k]->pid == p->ppid && by_start[k] != p) p->parent = by_start[k];
+    }
+    free(by_start);
     frp_hmap_free(&latest);
     if (r->base_tsc == UINT64_MAX) r->base_tsc = 0;
     r->order = malloc((r->nprocs ? r->nprocs : 1) * sizeof *r->order);

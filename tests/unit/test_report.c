@@ -620,6 +620,33 @@ Test(report, pipeline_multi_process_and_exec)
     ftr_buf_free(&b.f);
 }
 
+/* A daemon's parent ends inside daemon() and writes its first chunk last: the child's PROCESS
+ * chunk comes first in the file, yet its parent is still the one that forked it. */
+Test(report, parent_written_after_child)
+{
+    static const char *const a1[] = {"./parent"}, *const a2[] = {"./daemon"};
+    static const struct tev p1[] = {E(0, 1, 1500), X(0, 1, 1600)};
+    static const struct tev p2[] = {E(0, 2, 3000), X(0, 2, 3500)};
+    struct tb b;
+    tb_init(&b);
+    tb_process(&b, 21, 10, 2000, a2, 1); /* the child, started after its parent */
+    tb_sites(&b, 21);
+    tb_events(&b, 21, 21, p2, 2);
+    tb_process(&b, 10, 1, 1000, a1, 1);
+    tb_sites(&b, 10);
+    tb_events(&b, 10, 10, p1, 2);
+    tb_done(&b);
+    struct frp_report *r;
+    cr_assert_eq(frp_report_open(write_tmp(b.f.data, b.f.len), &r), FTR_OK);
+    cr_assert_eq(r->nprocs, 2);
+    const struct frp_process *child = r->procs[0]->pid == 21 ? r->procs[0] : r->procs[1];
+    const struct frp_process *parent = child == r->procs[0] ? r->procs[1] : r->procs[0];
+    cr_assert_eq(child->parent, parent, "the daemon's parent is the process that forked it");
+    cr_assert(!child->after_exec && !parent->after_exec);
+    frp_report_close(r);
+    ftr_buf_free(&b.f);
+}
+
 Test(report, pipeline_note_on_unmatched_exits)
 {
     static const char *const argv[] = {"./late"};
