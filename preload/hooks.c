@@ -277,10 +277,7 @@ static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot, i
     top->slot = s; /* complete */
     SIGNAL_FENCE();
     if (!through) *slot = (uintptr_t)ftr_tramp_return;
-    if (unlikely(flags)) {
-        t->graph_open += !!(flags & FTR_SH_TRIGGER);
-        t->notrace_open += !!(flags & FTR_SH_NOTRACE);
-    }
+    graph_count(t, top, 1);
     if (likely(rec)) {
         t->rec_depth++;
         if (unlikely(!record(t, ftr_rec_head(site, FTR_EV_ENTRY), tsc))) {
