@@ -127,6 +127,17 @@ static void queue_full(struct ftr_chunk *c)
     while (!atomic_compare_exchange_weak(&full_head, &h, c));
 }
 
+/* Hands the chunk a thread record points to (its cur or held) to the writer, the pointer
+ * cleared first: a writer that has taken the chunk, and maybe given it to another thread since,
+ * never finds it there again (writer.c reads both in its partial flush). */
+static void queue_from(struct ftr_chunk **where)
+{
+    struct ftr_chunk *c = *where;
+    if (!c) return;
+    __atomic_store_n(where, NULL, __ATOMIC_RELEASE);
+    queue_full(c); /* a release: the cleared pointer is seen by whoever takes the chunk */
+}
+
 /* ---- thread records ---- */
 
 static struct ftr_thread *record_claim(void)
@@ -335,11 +346,8 @@ static void thread_end(struct ftr_thread *r)
     t->in_slow = 1;
     t->state = FTR_T_OFF;
     prctl(PR_GET_NAME, r->name); /* its final name */
-    if (r->held) queue_full(r->held);
-    r->held = NULL;
-    struct ftr_chunk *c = r->cur;
-    __atomic_store_n(&r->cur, NULL, __ATOMIC_RELEASE);
-    if (c) queue_full(c);
+    queue_from(&r->held);
+    queue_from(&r->cur);
     if (r->spare) { /* never written: back to the pool as it is */
         pool_put(r->spare);
         r->spare = NULL;
@@ -437,14 +445,15 @@ void ftr_chunk_full_slow(void *unused)
         __atomic_store_n(&t->end, next->rec + next->nrec, __ATOMIC_RELAXED);
         __atomic_store_n(&thr->cur, next, __ATOMIC_RELEASE);
     }
-    if (thr->held && t->filling <= 1) { /* the interrupted record is written by now */
-        queue_full(thr->held);
-        thr->held = NULL;
-    }
-    if (old && t->filling > 1 && !thr->held)
-        thr->held = old; /* a signal handler filled it while a record of ours was in flight */
-    else if (old)
+    if (t->filling <= 1) queue_from(&thr->held); /* the interrupted record is written by now */
+    if (old && t->filling > 1 && !thr->held) {
+        /* a signal handler filled it while a record of ours was in flight: it waits for that
+         * record, then goes at the next switch, or at the end (the writer takes what it has) */
+        __atomic_store_n(&thr->held, old, __ATOMIC_RELEASE);
+    } else if (old) {
+        if (thr->cur == old) __atomic_store_n(&thr->cur, NULL, __ATOMIC_RELEASE); /* no spare */
         queue_full(old);
+    }
     if (next)
         thr->spare = chunk_get();
     else
@@ -512,10 +521,11 @@ static void adopt_gone(struct ftr_thread *r)
     if (!atomic_compare_exchange_strong(&r->state, &live, REC_CLAIMED)) return;
     r->tls = NULL;
     __atomic_store_n(&r->ended, 1, __ATOMIC_RELEASE);
-    if (r->held) queue_full(r->held);
-    if (r->cur) queue_full(r->cur);
+    if (r->held == r->cur) r->held = NULL; /* it died inside a switch without a spare */
+    queue_from(&r->held);
+    queue_from(&r->cur);
     if (r->spare) pool_put(r->spare);
-    r->held = r->cur = r->spare = NULL;
+    r->spare = NULL;
     atomic_store(&r->state, REC_ENDED); /* reaped after its chunks, next pass */
 }
 

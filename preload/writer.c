@@ -268,26 +268,23 @@ static int begin_image(void)
     return 1;
 }
 
-static void take_partial(struct ftr_thread *thr, void *arg)
+/* Takes the records of chunk c the writer has not taken yet, up to limit, in slot order: up to
+ * the first slot not filled (a record being written: what follows waits for it); at the end
+ * (final), every filled one (a slot not filled then is a record abandoned, or one that comes
+ * too late: the encoder skips it). */
+static void take_records(struct ftr_chunk *c, struct ftr_rec *limit, int final)
 {
-    (void)arg;
-    struct ftr_chunk *c = __atomic_load_n(&thr->cur, __ATOMIC_ACQUIRE);
-    if (!c || __atomic_load_n(&thr->ended, __ATOMIC_ACQUIRE)) return;
-    struct ftr_rec *limit = ftr_thread_pos(thr);
-    if (!limit) return; /* it ended meanwhile: its chunks are queued */
-    struct ftr_rec *end = c->rec + c->nrec;
-    if (limit > end || limit < c->rec) limit = end;
     /* With a threshold, a short call's entry may still be taken back: leave records younger
      * than twice the threshold to the thread (hooks.c, rewind_short). */
     uint64_t hold = __atomic_load_n(&ftr_g.holdback_ticks, __ATOMIC_ACQUIRE);
-    uint64_t young = hold && !atomic_load(&w_stop) ? ftr_rdtsc() - 2 * hold : UINT64_MAX;
+    uint64_t young = hold && !final ? ftr_rdtsc() - 2 * hold : UINT64_MAX;
     size_t from = c->flushed, i = from, n = 0;
     while (c->rec + i < limit && n < scratch_n) {
         struct ftr_rec *r = &c->rec[i];
         uint32_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-        if (head == 0) break;
+        if (head == 0 && !final) break;
         uint64_t tsc = __atomic_load_n(&r->tsc, __ATOMIC_RELAXED);
-        if (tsc >= young) break;
+        if (head && tsc >= young) break;
         scratch[n++] = (struct ftr_rec){tsc, head, __atomic_load_n(&r->arg, __ATOMIC_RELAXED)};
         i++;
     }
@@ -298,8 +295,9 @@ static void take_partial(struct ftr_thread *thr, void *arg)
     if (hold) {
         for (size_t k = from; k < i; k++) {
             const struct ftr_rec *r = &c->rec[k];
-            if (__atomic_load_n(&r->head, __ATOMIC_SEQ_CST) != scratch[k - from].head ||
-                __atomic_load_n(&r->tsc, __ATOMIC_RELAXED) != scratch[k - from].tsc) {
+            if (scratch[k - from].head &&
+                (__atomic_load_n(&r->head, __ATOMIC_SEQ_CST) != scratch[k - from].head ||
+                 __atomic_load_n(&r->tsc, __ATOMIC_RELAXED) != scratch[k - from].tsc)) {
                 n = k - from;
                 __atomic_store_n(&c->flushed, k, __ATOMIC_SEQ_CST);
                 break;
@@ -308,6 +306,25 @@ static void take_partial(struct ftr_thread *thr, void *arg)
     }
     /* encoded right away: under reg_lock, but a partial flush is once per period */
     encode(c->tid, c->seq0 + from, scratch, n);
+}
+
+/* A live thread's chunks, as far as they are filled: the one it holds back (full, but for a
+ * record a signal handler interrupted: it goes to the writer at the thread's next switch,
+ * which may never come), then its current one, up to its write position. */
+static void take_partial(struct ftr_thread *thr, void *arg)
+{
+    int final = *(const int *)arg;
+    if (__atomic_load_n(&thr->ended, __ATOMIC_ACQUIRE)) return;
+    /* threads.c clears these before it queues the chunk: a chunk read here is not released */
+    struct ftr_chunk *held = __atomic_load_n(&thr->held, __ATOMIC_ACQUIRE);
+    struct ftr_chunk *c = __atomic_load_n(&thr->cur, __ATOMIC_ACQUIRE);
+    if (held && held != c) take_records(held, held->rec + held->nrec, final);
+    if (!c) return;
+    struct ftr_rec *limit = ftr_thread_pos(thr);
+    if (!limit) return; /* it ended meanwhile: its chunks are queued */
+    struct ftr_rec *end = c->rec + c->nrec;
+    if (limit > end || limit < c->rec) limit = end;
+    take_records(c, limit, final);
 }
 
 /* THREAD chunks name the threads: when one has ended (its final name), and at the end for
@@ -333,7 +350,7 @@ static void thread_alive(struct ftr_thread *thr, void *arg)
     thread_chunk(thr->tid, 1, thr->name);
 }
 
-static void write_pending(int partial)
+static void write_pending(int partial, int final)
 {
     pthread_mutex_lock(&w_lock);
     if (w_meta.len) {
@@ -348,7 +365,7 @@ static void write_pending(int partial)
         if (out.len > (1u << 20)) flush_out();
     }
     if (partial) {
-        ftr_for_each_thread(take_partial, NULL);
+        ftr_for_each_thread(take_partial, &final);
         __atomic_fetch_add(&passes, 1, __ATOMIC_RELEASE);
     }
     ftr_reap_threads(thread_ended);
@@ -391,7 +408,7 @@ static void *writer_main(void *arg)
         int partial = stop || now >= next_flush;
         if (partial) next_flush = now + ftr_cfg.flush_ms;
         int begun = begin_image();
-        if (begun) write_pending(partial);
+        if (begun) write_pending(partial, stop);
         if (stop) break;
         if (begun) ftr_control_poll(); /* the control server is to be started (again) */
         /* Every thread of the program has ended, and only ours keep the process alive (glibc
@@ -406,7 +423,7 @@ static void *writer_main(void *arg)
      * they have filled once more, name them, then the END chunk. An image with nothing to say
      * says nothing. */
     if (begin_image()) {
-        write_pending(1);
+        write_pending(1, 1);
         ftr_for_each_thread(thread_alive, NULL);
         struct ftr_end_info end = *w_end;
         end.events = events_total;

@@ -187,6 +187,47 @@ def check_handlers(mode, kicker):
     return check
 
 
+HELD_CHILDREN, HELD_BURSTS = 40, 5
+
+
+def check_heldexit(r):
+    """heldexit: the parent's tree exact; in each of the children's, child_run below the frames
+    it inherited (main;m_heldexit), spin_fn below it, at least HELD_BURSTS burst frames (below
+    child_run or spin_fn: wherever SIGALRM came) and exactly 300 handler_work per burst that
+    worked, each directly below a burst. Every chunk of a child that exits right after a
+    handler switched chunks is in the trace: no call is missing or misplaced."""
+    assert not r.report_err, "ftrace-report: %s" % r.report_err.strip()
+    parent = {"main": 1, "main;m_heldexit": 1}
+    parents = [s for s in r.sections if parent in s.folded.values()]
+    assert len(parents) == 1, "parent's tree %s not found" % parent
+    assert not parents[0].open, "parent: open at the end: %s" % parents[0].open
+    children = [s for s in r.sections if s is not parents[0]]
+    assert len(children) == HELD_CHILDREN, "%d child sections, want %d" % (
+        len(children), HELD_CHILDREN)
+    run = "main;m_heldexit;child_run"
+    for s in children:
+        trees = list(s.folded.values())
+        assert len(trees) == 1, "child %d: %d threads" % (s.pid, len(trees))
+        t = trees[0]
+        bursts = work = 0
+        for path, n in t.items():
+            if path in ("main", "main;m_heldexit", run, run + ";spin_fn"):
+                continue
+            if path in (run + ";burst", run + ";spin_fn;burst"):
+                bursts += n
+            elif path in (run + ";burst;handler_work", run + ";spin_fn;burst;handler_work"):
+                work += n
+            else:
+                raise AssertionError("child %d: unexpected call path %s (%s)" % (
+                    s.pid, path, show(t)))
+        assert t.get(run) == 1 and bursts >= HELD_BURSTS and work == 300 * HELD_BURSTS, \
+            "child %d: %d bursts, %d handler_work, want >= %d and %d: %s" % (
+                s.pid, bursts, work, HELD_BURSTS, 300 * HELD_BURSTS, show(t))
+        # it exits inside the frames it inherited
+        assert list(s.open.values()) == [["main", "m_heldexit"]], \
+            "child %d: open at the end: %s" % (s.pid, s.open)
+
+
 def alt_tree(root):
     p = root + ";run_alt" if root == "alt_thread" else root + ";m_altstack;run_alt"
     t = {p: 1, p + ";deep": 3, p + ";deep;on_alt": 3, p + ";deep;on_alt;handler_work": 3,
@@ -647,6 +688,9 @@ CASES = {
     # 2. signals
     "signals-usr1": Case("bsignals.c", ["usr1"], check_handlers("usr1", True)),
     "signals-alarm": Case("bsignals.c", ["alarm"], check_handlers("alarm", False)),
+    # a chunk held for a record a handler interrupted, when the process exits right after
+    "signals-heldexit": Case("bsignals.c", ["heldexit"], check_heldexit,
+                             env={"FTRACE_BUFSIZE": "4"}),
     "signals-altstack": Case("bsignals.c", ["altstack"], exact(
         [alt_tree("main"), alt_tree("alt_thread")])),
     "signals-siglongjmp": Case("bsignals.c", ["siglongjmp"], exact([{

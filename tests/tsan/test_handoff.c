@@ -14,6 +14,9 @@
  *   workers     exactly their events, in order; the calls they left open closed as unwound
  *   main        exactly its events; two calls still open at the end (like an exit from inside)
  *   spinners    threads still recording while the writer stops: a well-nested prefix
+ * Now and then (and last of all in main), a burst of calls runs as a signal handler would that
+ * interrupted a record: the chunk it fills is held (threads.c) until the thread's next switch,
+ * or to the end, where the writer must take it all the same.
  *
  * usage: test_handoff [--threshold] [--scale N]
  *   --threshold  a --threshold run (short calls are taken back: hooks.c rewind_short(), and the
@@ -182,6 +185,19 @@ static void call_tree(struct ctx *x, int d)
     leave(x, d, slot, site);
 }
 
+/* 150 calls (300 records: more than a chunk holds) as from a signal handler that interrupted a
+ * record of this thread being written (hooks.c counts such records in filling): the chunk it
+ * fills is held, not handed off, at its switch. */
+static void held_burst(struct ctx *x, int d)
+{
+    ftr_tls.filling++;
+    for (int i = 0; i < 150; i++) {
+        uint32_t site = x->site_base + (uint32_t)i % SITES;
+        leave(x, d, enter(x, d, site), site);
+    }
+    ftr_tls.filling--;
+}
+
 static void *thread_main(void *arg)
 {
     struct ctx *x = arg;
@@ -202,6 +218,7 @@ static void *thread_main(void *arg)
     for (int r = 0; r < x->rounds; r++) {
         call_tree(x, 0);
         if (r % 64 == 0) sched_yield();
+        if (rnd(x) % 256 == 0) held_burst(x, 0);
     }
     /* Calls still open when the thread ends: its destructor closes them as unwound. */
     uint32_t open[MAXD];
@@ -467,6 +484,7 @@ int main(int argc, char **argv)
         leave(m, OPEN_MAIN + 1, inner, site + 1);
         leave(m, OPEN_MAIN, slot, site);
     }
+    held_burst(m, OPEN_MAIN); /* its chunk held at the end: the writer's last pass takes it */
     for (int i = 0; i < NWORKERS; i++)
         pthread_join(th[i], NULL);
     for (int i = NWORKERS; i < NWORKERS + NSPINNERS; i++)

@@ -22,15 +22,26 @@
  *              small_work -> handler_work x 5 is the thread's first traced call, so the
  *              tracer's set-up of the thread runs there, on that small stack.
  *              trees: main {main}; thread {small_work, small_work;handler_work 5}
+ *   heldexit   HELD_CHILDREN fork children, one after the other; each runs child_run, calling
+ *              spin_fn while SIGALRM comes every 20 us (setitimer); the first 5 deliveries
+ *              run burst -> handler_work x 300 (602 records: more than a 4 KiB chunk holds,
+ *              FTRACE_BUFSIZE=4), so the chunk switches inside the handler, often while a
+ *              record of the interrupted hook is still being written (that chunk is held until
+ *              it is). Then the child exits at once: its last chunks must all be written.
+ *              trees: parent {main, main;m_heldexit}; each child: below main;m_heldexit (which
+ *              it inherited) child_run -> spin_fn, and >= 5 burst frames (below child_run or
+ *              spin_fn) with exactly 1500 handler_work below them.
  */
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "behave.h"
 
@@ -54,6 +65,16 @@ NOINLINE long loop(void)
     return x;
 }
 
+NOTRACE static void set_handler_flags(int sig, void (*fn)(int), int flags)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = fn;
+    sa.sa_flags = flags;
+    sigaction(sig, &sa, NULL);
+}
+#define set_handler(sig, fn) set_handler_flags(sig, fn, 0)
+
 /* ---- usr1 / alarm ---- */
 NOINLINE void handler(int sig)
 {
@@ -75,11 +96,7 @@ NOINLINE void *kicker(void *arg)
 
 NOINLINE int m_usr1(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = handler;
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGUSR1, &sa, NULL);
+    set_handler_flags(SIGUSR1, handler, SA_RESTART);
     main_thread = pthread_self();
     pthread_t t;
     pthread_create(&t, NULL, kicker, NULL);
@@ -92,11 +109,7 @@ NOINLINE int m_usr1(void)
 
 NOINLINE int m_alarm(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = handler;
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGALRM, &sa, NULL);
+    set_handler_flags(SIGALRM, handler, SA_RESTART);
     struct itimerval it = {{0, 1000}, {0, 1000}};
     setitimer(ITIMER_REAL, &it, NULL);
     long x = loop();
@@ -150,11 +163,7 @@ NOINLINE void *alt_thread(void *arg)
 
 NOINLINE int m_altstack(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_alt;
-    sa.sa_flags = SA_ONSTACK;
-    sigaction(SIGUSR1, &sa, NULL);
+    set_handler_flags(SIGUSR1, on_alt, SA_ONSTACK);
     /* main thread: an alternate stack in the heap/mmap area, below the main stack */
     char *mainalt =
         mmap(NULL, ALT_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -213,14 +222,6 @@ NOINLINE void fault1(void)
     NOTAIL();
 }
 
-NOTRACE static void set_handler(int sig, void (*fn)(int))
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = fn;
-    sigaction(sig, &sa, NULL);
-}
-
 NOINLINE long small_work(void)
 {
     for (int i = 0; i < 5; i++)
@@ -246,13 +247,50 @@ NOTRACE static void *small_thread(void *arg)
         perror("sigaltstack");
         return NULL;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = small_handler;
-    sa.sa_flags = SA_ONSTACK;
-    sigaction(SIGUSR1, &sa, NULL);
+    set_handler_flags(SIGUSR1, small_handler, SA_ONSTACK);
     raise(SIGUSR1);
     return NULL;
+}
+
+/* ---- heldexit ---- */
+#define HELD_CHILDREN 40
+#define HELD_BURSTS 5
+static volatile sig_atomic_t bursts;
+NOINLINE void burst(int sig)
+{
+    (void)sig;
+    if (bursts >= HELD_BURSTS) return; /* a tick after the last: no work */
+    for (int i = 0; i < 300; i++)
+        handler_work();
+    bursts++;
+}
+NOINLINE long child_run(void)
+{
+    long x = 0;
+    struct itimerval it = {{0, 20}, {0, 20}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    while (bursts < HELD_BURSTS)
+        x = spin_fn(x);
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+    return x;
+}
+NOINLINE int m_heldexit(void)
+{
+    set_handler_flags(SIGALRM, burst, SA_RESTART);
+    int ok = 0;
+    for (int i = 0; i < HELD_CHILDREN; i++) {
+        pid_t p = fork();
+        if (p == 0) {
+            long x = child_run();
+            KEEP(x);
+            exit(bursts == HELD_BURSTS ? 0 : 1);
+        }
+        int st;
+        if (p > 0 && waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0) ok++;
+    }
+    printf("heldexit: %d of %d children ran %d bursts\n", ok, HELD_CHILDREN, HELD_BURSTS);
+    return 47;
 }
 
 int main(int argc, char **argv)
@@ -300,8 +338,10 @@ int main(int argc, char **argv)
         pthread_join(t, NULL);
         printf("smallalt: handler got %ld\n", (long)small_got);
         rc = 46;
+    } else if (!strcmp(mode, "heldexit")) {
+        rc = m_heldexit();
     } else {
-        fprintf(stderr, "usage: bsignals usr1|alarm|altstack|siglongjmp|segv|smallalt\n");
+        fprintf(stderr, "usage: bsignals usr1|alarm|altstack|siglongjmp|segv|smallalt|heldexit\n");
     }
     KEEP(rc);
     return rc;
