@@ -269,20 +269,20 @@ static int begin_image(void)
 }
 
 /* Takes the records of chunk c the writer has not taken yet, up to limit, in slot order: up to
- * the first slot not filled (a record being written: what follows waits for it); at the end
- * (final), every filled one (a slot not filled then is a record abandoned, or one that comes
- * too late: the encoder skips it). */
-static void take_records(struct ftr_chunk *c, struct ftr_rec *limit, int final)
+ * the first slot not filled (a record being written: what follows waits for it), or, past such
+ * slots, every filled one (skip_holes: the last pass, when nothing later could take them; the
+ * encoder skips a hole). */
+static void take_records(struct ftr_chunk *c, struct ftr_rec *limit, int skip_holes)
 {
     /* With a threshold, a short call's entry may still be taken back: leave records younger
      * than twice the threshold to the thread (hooks.c, rewind_short). */
     uint64_t hold = __atomic_load_n(&ftr_g.holdback_ticks, __ATOMIC_ACQUIRE);
-    uint64_t young = hold && !final ? ftr_rdtsc() - 2 * hold : UINT64_MAX;
+    uint64_t young = hold && !atomic_load(&w_stop) ? ftr_rdtsc() - 2 * hold : UINT64_MAX;
     size_t from = c->flushed, i = from, n = 0;
     while (c->rec + i < limit && n < scratch_n) {
         struct ftr_rec *r = &c->rec[i];
         uint32_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-        if (head == 0 && !final) break;
+        if (head == 0 && !skip_holes) break;
         uint64_t tsc = __atomic_load_n(&r->tsc, __ATOMIC_RELAXED);
         if (head && tsc >= young) break;
         scratch[n++] = (struct ftr_rec){tsc, head, __atomic_load_n(&r->arg, __ATOMIC_RELAXED)};
@@ -310,7 +310,9 @@ static void take_records(struct ftr_chunk *c, struct ftr_rec *limit, int final)
 
 /* A live thread's chunks, as far as they are filled: the one it holds back (full, but for a
  * record a signal handler interrupted: it goes to the writer at the thread's next switch,
- * which may never come), then its current one, up to its write position. */
+ * which may never come), then its current one, up to its write position. In the last pass
+ * (final), the held chunk's records past a hole are taken too: its record never came (the
+ * handler ended the process), or comes too late for any pass. */
 static void take_partial(struct ftr_thread *thr, void *arg)
 {
     int final = *(const int *)arg;
@@ -324,7 +326,7 @@ static void take_partial(struct ftr_thread *thr, void *arg)
     if (!limit) return; /* it ended meanwhile: its chunks are queued */
     struct ftr_rec *end = c->rec + c->nrec;
     if (limit > end || limit < c->rec) limit = end;
-    take_records(c, limit, final);
+    take_records(c, limit, 0);
 }
 
 /* THREAD chunks name the threads: when one has ended (its final name), and at the end for
@@ -408,7 +410,7 @@ static void *writer_main(void *arg)
         int partial = stop || now >= next_flush;
         if (partial) next_flush = now + ftr_cfg.flush_ms;
         int begun = begin_image();
-        if (begun) write_pending(partial, stop);
+        if (begun) write_pending(partial, 0);
         if (stop) break;
         if (begun) ftr_control_poll(); /* the control server is to be started (again) */
         /* Every thread of the program has ended, and only ours keep the process alive (glibc
