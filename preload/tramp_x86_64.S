@@ -15,10 +15,16 @@
  * ftr_call_saving(), which xsaves everything. Flags are not live at a function's entry. The
  * stack is realigned to 16 bytes for the C call.
  *
- * Return trampoline: entered by the function's `ret` (hooked return address). rax:rdx, xmm0/1
- * and st0/st1 may hold the return value; rax and rdx are saved, the rest is not touched (same
- * reason). The real return address comes back from ftr_hook_exit() and is jumped to through
- * r11, which is dead at a function return.
+ * Exits (the return trampoline, entered by the function's `ret` to a hooked return address,
+ * and call-through's after the body returned): every general register but rsp comes back as
+ * the function left it. rax:rdx, xmm0/1 and st0/st1 may hold the return value, and a caller may
+ * keep values in any of the others across the call: the System V rules let a function clobber
+ * rcx, rsi, rdi and r8-r11, but a caller of an ms_abi function keeps rsi and rdi, one of clang's
+ * preserve_most keeps all but r11, one of a no_caller_saved_registers function keeps all. So the
+ * nine registers a C call may change are saved around the exit hook (EXIT_SAVE); vector and x87
+ * state are not touched (same reason as above). The return trampoline jumps to the real return
+ * address through the hooked slot, which it leaves just below rsp (in the red zone, where no
+ * signal frame goes), so that no register carries it.
  *
  * Unwinding (docs/design.md, "Unwinding through traced frames"): every instruction here has
  * exact CFI, so that an unwinder started anywhere (a signal handler, asynchronous cancellation)
@@ -78,6 +84,25 @@
     pop %rbp
     .cfi_def_cfa %rsp, \cfa
     .cfi_restore %rbp
+.endm
+
+/* Around an exit hook: the registers a C call may change (rax:rdx also hold the return value),
+ * 72 bytes. sp_cfa=1: the CFA is rsp-relative, and follows the pushes. */
+.macro EXIT_SAVE sp_cfa=1
+    .irp reg, rax, rdx, rcx, rsi, rdi, r8, r9, r10, r11
+    push %\reg
+    .if \sp_cfa
+    .cfi_adjust_cfa_offset 8
+    .endif
+    .endr
+.endm
+.macro EXIT_RESTORE sp_cfa=1
+    .irp reg, r11, r10, r9, r8, rdi, rsi, rcx, rdx, rax
+    pop %\reg
+    .if \sp_cfa
+    .cfi_adjust_cfa_offset -8
+    .endif
+    .endr
 .endm
 
 GLOBAL_HIDDEN(ftr_tramp_fentry)
@@ -146,12 +171,12 @@ GLOBAL_HIDDEN(ftr_tramp_through)
     POP_ARGS
     jz 1f
     call *%r11                     /* rsp = rbp: the body's return address at rbp - 8 */
-    push %rax                      /* the return value: rax:rdx (xmm0/1 and st0/1 untouched) */
-    push %rdx
+    EXIT_SAVE 0                    /* the CFA is rbp-relative: rsp moves freely */
+    sub $8, %rsp                   /* rsp = rbp (16-byte aligned) - 72: realigned */
     lea 8(%rbp), %rdi
     call ftr_hook_through_exit
-    pop %rdx
-    pop %rax
+    add $8, %rsp
+    EXIT_RESTORE 0
     .cfi_remember_state
     pop %rbp
     .cfi_def_cfa %rsp, 8
@@ -189,31 +214,24 @@ GLOBAL_HIDDEN(ftr_tramp_return)
     .cfi_def_cfa %rsp, 0
     lea -8(%rsp), %rsp
     .cfi_adjust_cfa_offset 8
-    push %rax
-    .cfi_adjust_cfa_offset 8
-    push %rdx
-    .cfi_adjust_cfa_offset 8
+    EXIT_SAVE
     push %rbp
     .cfi_adjust_cfa_offset 8
     .cfi_rel_offset %rbp, 0
     mov %rsp, %rbp
-    .cfi_def_cfa_register %rbp /* CFA = rbp + 32; the slot is 24(%rbp) */
+    .cfi_def_cfa_register %rbp /* CFA = rbp + 88; the slot is 80(%rbp) */
     and $-16, %rsp             /* realigned anyway: hand-written callers need not align */
-    lea 32(%rbp), %rdi
+    lea 88(%rbp), %rdi
     call ftr_hook_exit
-    mov %rax, 24(%rbp)         /* the slot: from here on unwinders read the real address */
-    mov %rax, %r11
+    mov %rax, 80(%rbp)         /* the slot: from here on unwinders read the real address */
     mov %rbp, %rsp
     pop %rbp
-    .cfi_def_cfa %rsp, 24
+    .cfi_def_cfa %rsp, 80
     .cfi_restore %rbp
-    pop %rdx
-    .cfi_adjust_cfa_offset -8
-    pop %rax
-    .cfi_adjust_cfa_offset -8
+    EXIT_RESTORE
     lea 8(%rsp), %rsp          /* the slot, now below rsp, inside the red zone: intact */
     .cfi_adjust_cfa_offset -8
-    jmp *%r11
+    jmp *-8(%rsp)
     .cfi_endproc
 END(ftr_tramp_return)
 

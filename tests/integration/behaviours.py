@@ -689,6 +689,13 @@ CASES = {
     "signals-usr1": Case("bsignals.c", ["usr1"], check_handlers("usr1", True)),
     "signals-alarm": Case("bsignals.c", ["alarm"], check_handlers("alarm", False)),
     # a chunk held for a record a handler interrupted, when the process exits right after
+    # a caller that keeps values in registers System V lets a callee clobber (a caller of a
+    # no_caller_saved_registers, ms_abi or preserve_most function): the traced return gives
+    # them back (stdout says which changed)
+    "calls-keepregs": Case("bregs.c", [], exact([{
+        "main": 1, "main;check_regs": 3, "main;check_regs;call_keeping": 3,
+        "main;check_regs;call_keeping;keep_all": 3}]), cflags="-mno-red-zone",
+        compilers=("gcc",)),
     "signals-heldexit": Case("bsignals.c", ["heldexit"], check_heldexit,
                              env={"FTRACE_BUFSIZE": "4"}),
     "signals-altstack": Case("bsignals.c", ["altstack"], exact(
