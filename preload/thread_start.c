@@ -53,16 +53,18 @@ static void stack_of(struct ftr_thread *r, const pthread_attr_t *attr)
 }
 
 /* Our own threads (the writer, the control server): not set up for tracing, and nothing glibc
- * runs of the program's while creating them (its free(), on a reused stack) is recorded as if
- * the program had called it. */
+ * runs of the program's while creating them is recorded as if the program had called it: its
+ * calloc() for the thread's TLS vector (glibc allocates it with the program's allocator, which
+ * no option changes), its free() of an old one on a reused stack. */
 int ftr_create_own_thread(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
     if (!real_create) real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
     if (!real_create) return EAGAIN;
+    /* not recording meanwhile, nor set up (a thread not yet set up would be, at the calloc) */
     uint32_t state = ftr_tls.state;
-    if (state == FTR_T_ACTIVE) ftr_tls.state = FTR_T_OFF;
+    ftr_tls.state = FTR_T_OFF;
     int rc = real_create(th, attr, fn, arg);
-    if (state == FTR_T_ACTIVE) ftr_tls.state = state;
+    ftr_tls.state = state;
     return rc;
 }
 
