@@ -118,7 +118,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
     int saved_errno = errno;
     /* ours: queued by this process with a value that carries our tag (a program that queues
      * this signal to itself with a value of its own is passed on) */
-    int gen = si->si_code == SI_QUEUE && si->si_pid == getpid() &&
+    int gen = si->si_code == SI_QUEUE && si->si_pid == (pid_t)syscall(SYS_getpid) &&
                       (si->si_value.sival_int & ~GEN_MASK) == GEN_TAG
                   ? si->si_value.sival_int
                   : 0;
@@ -294,7 +294,7 @@ static int signal_new_threads(int gen, pid_t self)
     int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) return -1;
     int added = 0;
-    pid_t pid = getpid();
+    pid_t pid = (pid_t)syscall(SYS_getpid);
     char dents[4096] __attribute__((aligned(8)));
     long nread;
     while (added >= 0 && (nread = syscall(SYS_getdents64, dfd, dents, sizeof dents)) > 0)

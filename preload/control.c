@@ -318,7 +318,7 @@ static int listening_ours(void)
 static void rebind_if_gone_or_lost(void)
 {
     struct stat st;
-    if (getpid() != server_pid) return;
+    if ((pid_t)ftr_getpid() != server_pid) return;
     if (__atomic_load_n(&listen_fd, __ATOMIC_RELAXED) >= 0 &&
         (lstat(sock_path, &st) == 0 || errno != ENOENT))
         return;
@@ -380,7 +380,7 @@ static void *server_main(void *arg)
         serve(now_ms() + CTL_IO_MS);
         close_guarded(&conn_fd);
     }
-    if (!atomic_load(&stopping) && getpid() == server_pid) unlink(sock_path);
+    if (!atomic_load(&stopping) && (pid_t)ftr_getpid() == server_pid) unlink(sock_path);
     close_guarded(&listen_fd);
     atomic_store(&running, 0);
     return NULL;
@@ -448,7 +448,7 @@ static void start_server(void)
     }
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     char path[sizeof ctl_dir + 32];
-    snprintf(path, sizeof path, "%s/%d.sock", ctl_dir, (int)getpid());
+    snprintf(path, sizeof path, "%s/%d.sock", ctl_dir, (int)ftr_getpid());
     if (strlen(path) >= sizeof sa.sun_path) {
         ftr_msg("control: socket path %s is too long; not listening for ftrace-ctl", path);
         return;
@@ -459,7 +459,7 @@ static void start_server(void)
         return;
     }
     memcpy(sock_path, path, strlen(path) + 1);
-    server_pid = getpid();
+    server_pid = (pid_t)ftr_getpid();
     if (!fds_protected) {
         ftr_fd_protect(&listen_fd);
         ftr_fd_protect(&conn_fd);
@@ -506,7 +506,7 @@ void ftr_control_poll(void)
     struct stat st;
     if (!atomic_load(&running)) {
         start_server();
-    } else if (getpid() == server_pid && lstat(sock_path, &st) < 0 && errno == ENOENT) {
+    } else if ((pid_t)ftr_getpid() == server_pid && lstat(sock_path, &st) < 0 && errno == ENOENT) {
         /* Asked again while serving, and the socket file is gone (removed by hand, or by a
          * /tmp cleaner): stop this server; ftrace-ctl asks again, and the next poll starts a
          * new one. */
@@ -523,7 +523,7 @@ void ftr_control_cleanup(void)
     pthread_mutex_lock(&start_lock);
     finished = 1;
     finished_writer = ftr_writer_tid;
-    if (atomic_load(&running) && getpid() == server_pid) {
+    if (atomic_load(&running) && (pid_t)ftr_getpid() == server_pid) {
         /* let a request being carried out finish (bounded: never hang an exiting process) */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -544,7 +544,7 @@ void ftr_control_cleanup_fast(void)
 {
     finished = 1;
     finished_writer = ftr_writer_tid;
-    if (!atomic_load(&running) || getpid() != server_pid) return;
+    if (!atomic_load(&running) || (pid_t)ftr_getpid() != server_pid) return;
     atomic_store(&stopping, 1); /* a request being carried out is not waited for */
     unlink(sock_path);
     int fd = __atomic_load_n(&listen_fd, __ATOMIC_RELAXED);

@@ -226,7 +226,7 @@ static void fill_end(uint32_t how, int code)
  * memory and must not stop the parent's writer. */
 int ftr_finish(uint32_t how, int code)
 {
-    if (!ftr_g.ready || (uint32_t)getpid() != ftr_g.pid || atomic_exchange(&ended, 1)) return 0;
+    if (!ftr_g.ready || ftr_getpid() != ftr_g.pid || atomic_exchange(&ended, 1)) return 0;
     atomic_store(&ftr_hot.recording, 0);
     ftr_tls.in_slow = 1; /* this thread records nothing more */
     fill_end(how, code);
@@ -253,7 +253,7 @@ void ftr_program_watch(void)
         stat_fd = -1;
     }
     char path[64];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)getpid());
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)ftr_getpid());
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     int high = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 512) : -1;
     if (fd >= 0) close(fd);
@@ -373,7 +373,7 @@ void ftr_child_after_fork(void)
     /* the parent is the process that forked: its pid now, not getppid() later (by then the
      * parent may have exited, and the child been given to init) */
     ftr_process.ppid = ftr_g.pid;
-    ftr_g.pid = (uint32_t)getpid();
+    ftr_g.pid = ftr_getpid();
     ftr_process.pid = ftr_g.pid;
     start_clocks(0); /* the parent's TSC calibration stands */
     ftr_process.start_realtime_ns = ftr_g.start_ns;
@@ -522,7 +522,7 @@ __attribute__((destructor)) static void ftr_fini(void)
  * waits for a control request. A vfork child shares our memory and does nothing here. */
 static void finish_fast(uint32_t how, int code)
 {
-    if (!ftr_g.ready || (uint32_t)getpid() != ftr_g.pid || atomic_exchange(&ended, 1)) return;
+    if (!ftr_g.ready || ftr_getpid() != ftr_g.pid || atomic_exchange(&ended, 1)) return;
     atomic_store(&ftr_hot.recording, 0);
     ftr_tls.in_slow = 1;
     fill_end(how, code);
@@ -550,7 +550,7 @@ static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SI
 
 static void flush_for_fatal(int sig)
 {
-    if (ftr_g.ready && (uint32_t)getpid() == ftr_g.pid && !atomic_exchange(&ended, 1)) {
+    if (ftr_g.ready && ftr_getpid() == ftr_g.pid && !atomic_exchange(&ended, 1)) {
         atomic_store(&ftr_hot.recording, 0);
         fill_end(FTR_END_SIGNAL, sig);
         ftr_writer_stop_from_signal(&end_info);
@@ -602,7 +602,7 @@ static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
      * is sent again (it stays pending until we return). */
     if (si->si_code <= 0 || sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT ||
         sig == SIGABRT)
-        syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig);
+        syscall(SYS_tgkill, (pid_t)ftr_getpid(), syscall(SYS_gettid), sig);
     errno = saved;
 }
 
@@ -659,7 +659,7 @@ __attribute__((constructor)) static void ftr_init(void)
     char err[512];
     read_config();
     start_clocks(1);
-    ftr_g.pid = (uint32_t)getpid();
+    ftr_g.pid = ftr_getpid();
     ftr_process.session_id = (uint64_t)env_long(FTR_ENV_SESSION, 0, 0, LONG_MAX);
     ftr_is_root = ftr_process.session_id == 0;
     if (ftr_is_root) {
@@ -683,7 +683,7 @@ __attribute__((constructor)) static void ftr_init(void)
     ftr_xsave_init();
     read_cmdline();
     ftr_process.pid = ftr_g.pid;
-    ftr_process.ppid = (uint32_t)getppid();
+    ftr_process.ppid = ftr_getppid();
     ftr_process.start_realtime_ns = ftr_g.start_ns;
     ftr_process.start_tsc = ftr_g.start_tsc;
     if (ftr_settings_init(err, sizeof err) < 0) {

@@ -156,7 +156,7 @@ static int slot(int sig)
 /* not a vfork child, and initialised */
 static int ours(void)
 {
-    return atomic_load_explicit(&gpid, memory_order_relaxed) == getpid();
+    return atomic_load_explicit(&gpid, memory_order_relaxed) == (pid_t)syscall(SYS_getpid);
 }
 /* @return sig's slot when it is guarded here, else -1 */
 static int guarded_here(int sig)
@@ -173,7 +173,7 @@ static void strip(sigset_t *s)
 static int strips(void)
 {
     pid_t g = atomic_load_explicit(&gpid, memory_order_relaxed);
-    return g == 0 || g == getpid();
+    return g == 0 || g == (pid_t)syscall(SYS_getpid);
 }
 /* @return set, or buf holding set without the guarded signals */
 static const sigset_t *stripped(const sigset_t *set, sigset_t *buf)
@@ -273,7 +273,7 @@ static void note_restorer(int sig)
 
 static void after_fork_child(void)
 {
-    atomic_store(&gpid, getpid());
+    atomic_store(&gpid, (pid_t)syscall(SYS_getpid));
 }
 
 void ftr_sigguard_init(const int *sigs, int n)
@@ -292,7 +292,7 @@ void ftr_sigguard_init(const int *sigs, int n)
         kernel_mask(&cur.sa_mask);
         memcpy(views[m++].w, &cur, sizeof cur);
     }
-    atomic_store(&gpid, getpid());
+    atomic_store(&gpid, (pid_t)syscall(SYS_getpid));
     pthread_atfork(NULL, NULL, after_fork_child);
     atomic_store_explicit(&gcount, m, memory_order_release);
     sigemptyset(&set);
@@ -347,7 +347,8 @@ static void default_action(int sig)
     sigaddset(&one, sig);
     if (ksigaction(sig, &dfl, &saved) != 0) return;
     kmask(SIG_UNBLOCK, &one, NULL);
-    syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig); /* delivered on its return */
+    syscall(SYS_tgkill, (pid_t)syscall(SYS_getpid), (pid_t)syscall(SYS_gettid),
+            sig);                  /* delivered on its return */
     ksigaction(sig, &saved, NULL); /* still here: stopped and continued, or a debugger took it */
 }
 

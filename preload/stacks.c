@@ -69,7 +69,7 @@ void ftr_stacks_init(void)
     /* the main thread's stack grows down from the top of its mapping, up to RLIMIT_STACK */
     uintptr_t lo, hi, sp = (uintptr_t)__builtin_frame_address(0);
     struct rlimit rl;
-    if ((uint32_t)syscall(SYS_gettid) == (uint32_t)getpid() && mapping_of(sp, &lo, &hi) == 0) {
+    if ((uint32_t)syscall(SYS_gettid) == ftr_getpid() && mapping_of(sp, &lo, &hi) == 0) {
         uintptr_t lim = 1ull << 30;
         if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < lim)
             lim = rl.rlim_cur;
@@ -88,7 +88,7 @@ void ftr_stack_bounds_here(size_t size, uintptr_t sp, uintptr_t *lo, uintptr_t *
 {
     uintptr_t l, h;
     if (!sp) sp = (uintptr_t)__builtin_frame_address(0);
-    if ((uint32_t)syscall(SYS_gettid) == (uint32_t)getpid()) {
+    if ((uint32_t)syscall(SYS_gettid) == ftr_getpid()) {
         l = main_lo, h = main_hi;
     } else {
         /* glibc puts the thread descriptor at the top of the thread's stack block, the stack

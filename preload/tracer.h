@@ -25,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "ftr_format.h"
 
@@ -196,6 +198,17 @@ void ftr_reopen_frames(void) FTR_HIDDEN;
 void ftr_record_special(unsigned subtype, uint32_t arg) FTR_HIDDEN; /* FTR_SP_* event, now */
 /* The trace clock: the TSC, or where it cannot be trusted (init.c), CLOCK_MONOTONIC through a
  * raw system call (no vDSO: no libc, no vector registers on the hot path). */
+/* The kernel's pids, never through libc's getpid()/getppid(): a program that defines its own
+ * comes first in the symbol search, and the tracer would run it (sigguard.c and patcher/stw.c
+ * do the same with syscall() directly). */
+static inline uint32_t ftr_getpid(void)
+{
+    return (uint32_t)syscall(SYS_getpid);
+}
+static inline uint32_t ftr_getppid(void)
+{
+    return (uint32_t)syscall(SYS_getppid);
+}
 static inline uint64_t ftr_mono_ns(void)
 {
     struct {

@@ -497,6 +497,19 @@ def check_own_malloc(r):
                      "pid %d: call trees differ" % s.pid)
 
 
+def check_own_getpid(r):
+    """Both processes' trees exact: the program's getpid and getppid only below its own ask()
+    (stdout, compared with the untraced run, has the counts)."""
+    assert len(r.sections) == 2, "%d process sections, want 2" % len(r.sections)
+    ask = {"ask": 1, "ask;getpid": 1, "ask;getppid": 1}
+    parent = {"main": 1, "main;forker": 1}
+    parent.update(("main;" + p, 2 * n) for p, n in ask.items())
+    child = {"main": 1, "main;forker": 1, "main;forker;child_main": 1}
+    child.update(("main;forker;child_main;" + p, n) for p, n in ask.items())
+    assert_trees(r.trees(), [parent, child], [st for s in r.sections for st in s.open.values()],
+                 [["main", "forker", "child_main"]])
+
+
 def check_parent_only(r):
     """vfork/spawn/system: the parent's section holds exactly its tree; other sections (traced
     children) are not checked."""
@@ -827,6 +840,8 @@ CASES = {
     "proc-many": Case("bproc.c", ["many"], check_many),
     # the program's own malloc & co: the tracer never calls them, in the parent or a child
     # (built -fno-builtin, as an allocator of its own must be: the compiler would merge calls)
+    # the program's own getpid/getppid: the tracer never calls them (start, fork, end)
+    "proc-own-getpid": Case("bgetpid.c", [], check_own_getpid),
     "proc-own-malloc": Case("bmalloc.c", [], check_own_malloc, cflags="-fno-builtin",
                             variant="nobuiltin", verify=lambda exe, opt, flagset: flagset),
     # 5. libraries

@@ -7,8 +7,8 @@
  * The counts start from zero in main and in child_main, and include any call in the meantime
  * (the tracer's fork handlers in the parent would be there).
  *   parent tree {main, main;malloc 5, main;calloc 2, main;realloc 3, main;free 4,
- *                main;counts 2, main;forker, main;parent_report}; outside main only calloc and
- * free, which the C library calls itself (gprof's setup, the TLS of threads) child: child_main ->
+ *                main;counts 2, main;forker, main;parent_report}; outside main only what gprof's
+ * start-up and exit code calls in a -pg build (calloc once, free once). child: child_main ->
  * malloc 3, calloc 1, realloc 2, posix_memalign 1, free 2, counts 1 (below what it inherited of
  * main;forker), then _exit(7) from child_main.
  */
