@@ -7,7 +7,9 @@ real one, each behind one ftr_tramp_through frame: the backtrace names leaf, mid
 that order and nothing else of the program (where gdb's breakpoint lands on leaf's site, that
 site is left alone, so leaf itself is untraced; its callers are). With the return hook (FTRACE_EXIT=hook) gdb meets
 the hooked return address and stops at the pseudo-frame, cleanly ("Backtrace stopped"), as
-docs/design.md says; the program still runs to its end (its own output says so).
+docs/design.md says; the program still runs to its end (its own output says so). With
+scripts/ftrace-gdb.py sourced, gdb walks through hooked frames too, and its frame filter hides
+the trampolines: in both modes the backtrace is leaf, mid, top, main and nothing else.
 
 usage: gdb_tests.py --bin DIR
 """
@@ -21,11 +23,17 @@ import tempfile
 
 PROGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs")
 FLAGSETS = {"gcc-pgfentry": "-pg -mfentry", "gcc-nop": "-pg -mfentry -mnop-mcount "
-            "-mrecord-mcount -fno-pie -no-pie"}
+            "-mrecord-mcount -fno-pie -no-pie", "gcc-pg": "-pg"}
+MCOUNT = {"gcc-pg"}  # always the return hook: only the runs with the script apply
 
 
-def backtrace(exe, lib, mode, work):
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                      "ftrace-gdb.py")
+
+
+def backtrace(exe, lib, mode, work, script=False):
     cmd = ["gdb", "-q", "-nx", "-batch", "-ex", "set startup-with-shell off",
+           "-ex", "source " + SCRIPT if script else "echo",
            "-ex", "set environment LD_PRELOAD " + lib,
            "-ex", "set environment FTRACE_EXIT " + mode,
            "-ex", "set environment FTRACE_QUIET 1",
@@ -53,12 +61,17 @@ def main():
                 subprocess.run("gcc -%s -g -fno-omit-frame-pointer %s -I%s -o %s %s" % (
                     opt, flags, PROGS, exe, os.path.join(PROGS, "tree.c")), shell=True,
                     check=True)
-                for mode in ("through", "hook"):
-                    tag = "%s/%s/%s" % (fs, opt, mode)
-                    p, frames = backtrace(exe, lib, mode, work)
+                for mode, script in (("through", 0), ("hook", 0), ("through", 1), ("hook", 1)):
+                    if fs in MCOUNT and not script:
+                        continue
+                    tag = "%s/%s/%s%s" % (fs, opt, mode, "+script" if script else "")
+                    p, frames = backtrace(exe, lib, mode, work, script)
                     ours = [f for f in frames if f.startswith("ftr_")]
                     prog = [f for f in frames if not f.startswith("ftr_")]
-                    if mode == "through":
+                    if script:
+                        ok = prog == ["leaf", "mid", "top", "main"] and not ours and \
+                            "Python Exception" not in p.stdout + p.stderr
+                    elif mode == "through":
                         ok = prog == ["leaf", "mid", "top", "main"] and \
                             set(ours) == {"ftr_tramp_through"}
                     else:
