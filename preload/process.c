@@ -11,7 +11,9 @@
  *  - posix_spawn*(): the environment, likewise. (glibc's system() and popen() use environ,
  *    which already carries it.)
  *  - vfork(): the child shares our memory; ftr_finish() recognises it by its pid and does
- *    nothing, and the wrappers only build the new environment, on the stack.
+ *    nothing, and the wrappers only build the new environment, on the stack. vfork() itself is
+ *    wrapped (vfork_x86_64.S): the calling thread does not trace across it, so the child's
+ *    traced calls before its exec are not recorded as the parent's (they are not recorded).
  *
  * glibc's exec functions call each other internally (not through the PLT), so each exported
  * one is wrapped. The real functions are looked up at start-up: a vfork child must not run
@@ -243,4 +245,24 @@ EXPORT int daemon(int nochdir, int noclose)
         if (fd > 2) close(fd);
     }
     return 0;
+}
+
+/* vfork_x86_64.S, in the parent only: tracing off in this thread across vfork() (the child runs
+ * on our memory, this thread's TLS included, until it execs or exits); @return the state to
+ * give back after it. */
+uint32_t ftr_vfork_enter(void)
+{
+    uint32_t state = ftr_tls.state;
+    if (state == FTR_T_ACTIVE || state == FTR_T_NEW) ftr_tls.state = FTR_T_OFF;
+    return state;
+}
+
+void ftr_vfork_leave(uint32_t state)
+{
+    ftr_tls.state = state;
+}
+
+void ftr_vfork_errno(int e)
+{
+    errno = e;
 }

@@ -400,5 +400,9 @@ extern int ftr_is_root FTR_HIDDEN;          /* this process created the trace fi
 
 /* process.c: the environment every child and exec'd image must carry */
 void ftr_env_snapshot(void) FTR_HIDDEN;
+/* process.c, for vfork_x86_64.S: tracing off in the calling thread across vfork() */
+uint32_t ftr_vfork_enter(void) FTR_HIDDEN;
+void ftr_vfork_leave(uint32_t state) FTR_HIDDEN;
+void ftr_vfork_errno(int e) FTR_HIDDEN;
 
 #endif /* FTR_TRACER_H */

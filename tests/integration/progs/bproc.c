@@ -7,7 +7,8 @@
  *           and main (so the frames it inherited close): parent {main, main;forker2}, child
  *           {main, main;forker2, main;forker2;child_work 2}, whose main and forker2 are not its
  *           calls: --summary counts main 1, forker2 1, child_work 2.
- *   vfork   main -> spawner: vfork() + execl(/proc/self/exe, "child", "vfork"); main -> after.
+ *   vfork   main -> spawner: vfork(), the child calls vfork_child_work (traced: never the
+ *           parent's call) and execl(/proc/self/exe, "child", "vfork"); main -> after.
  *   spawn   main -> spawner: posix_spawn(/proc/self/exe, "child", "spawn"); main -> after.
  *   system  main -> spawner: system("echo system: shell ran"); main -> after.
  *           parent tree for these three: {main, main;spawner, main;after}; output unchanged.
@@ -71,6 +72,12 @@ NOINLINE pid_t forker(void)
     return p;
 }
 
+static volatile long vfork_child_sink;
+NOINLINE void vfork_child_work(void)
+{
+    vfork_child_sink++; /* on the parent's memory: nothing else */
+}
+
 NOINLINE pid_t spawner(const char *how)
 {
     fflush(stdout);
@@ -78,6 +85,7 @@ NOINLINE pid_t spawner(const char *how)
     if (!strcmp(how, "vfork")) {
         p = vfork();
         if (p == 0) {
+            vfork_child_work(); /* the child runs traced code before its exec */
             execl("/proc/self/exe", "bproc", "child", "vfork", (char *)NULL);
             _exit(127);
         }
