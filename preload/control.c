@@ -361,11 +361,13 @@ static void *server_main(void *arg)
             rebind_if_gone_or_lost();
             continue;
         }
+        ftr_fd_numbers_claim(); /* the program closes or dup2()s no number meanwhile */
         ftr_fd_lock();
         int c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         int e = errno;
         if (c >= 0) conn_fd = high_fd(c);
         ftr_fd_unlock();
+        ftr_fd_numbers_release();
         if (c < 0) {
             if (e != EAGAIN && e != EINTR && e != ECONNABORTED && e != EMFILE && e != ENFILE &&
                 e != ENOBUFS && e != ENOMEM)
@@ -422,12 +424,15 @@ static int bind_socket(const char *path, char *why, size_t len)
         return -1;
     }
     memcpy(sa.sun_path, path, strlen(path) + 1);
+    ftr_fd_numbers_claim();
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int e = errno;
+    if (fd >= 0) fd = high_fd(fd);
+    ftr_fd_numbers_release();
     if (fd < 0) {
-        snprintf(why, len, "cannot create a socket: %s", strerror(errno));
+        snprintf(why, len, "cannot create a socket: %s", strerror(e));
         return -1;
     }
-    fd = high_fd(fd);
     unlink(path);
     if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 16) < 0) {
         snprintf(why, len, "cannot listen on %s: %s", path, strerror(errno));

@@ -11,11 +11,20 @@
  * The control server's descriptors (control.c) get the same protection through
  * ftr_fd_protect(): the guard keeps a pointer to each variable holding one, so that a move
  * updates it; their owner uses them only under the lock, or tolerates a stale number.
+ *
+ * A descriptor of ours is born at the lowest free number (accept4(), socket(), open()) and
+ * moved above 512 at once; meanwhile the program may close() that number or dup2() onto it,
+ * believing it free, and the move would then take the program's file and close its number.
+ * ftr_fd_numbers_claim() makes that moment exclusive: the program's close/dup calls count
+ * themselves in while they run, a claim waits until none runs, and calls that find a claim
+ * wait for it to end (microseconds). Not a mutex: close() may be called in a signal handler,
+ * also one that interrupted close() itself (a thread already inside goes on).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include "tracer.h"
@@ -32,9 +41,45 @@ void ftr_fd_unlock(void)
 {
     pthread_mutex_unlock(&fd_lock);
 }
+static atomic_int numbers_claimed, numbers_users;
+static __thread int numbers_depth __attribute__((tls_model("initial-exec")));
+
 void ftr_fd_lock_reset(void)
 {
     pthread_mutex_init(&fd_lock, NULL);
+    atomic_store(&numbers_claimed, 0); /* a fork child: only this thread is left */
+    atomic_store(&numbers_users, 0);
+    numbers_depth = 0;
+}
+
+/* Around the program's calls that close or replace a descriptor by its number. */
+static void numbers_enter(void)
+{
+    if (numbers_depth++ > 0) return; /* nested: a signal handler, or our own claim */
+    for (;;) {
+        atomic_fetch_add(&numbers_users, 1);
+        if (!atomic_load(&numbers_claimed)) return;
+        atomic_fetch_sub(&numbers_users, 1);
+        while (atomic_load(&numbers_claimed))
+            sched_yield();
+    }
+}
+static void numbers_leave(void)
+{
+    if (--numbers_depth == 0) atomic_fetch_sub(&numbers_users, 1);
+}
+
+void ftr_fd_numbers_claim(void)
+{
+    numbers_depth++; /* our own close() of the low number goes through */
+    atomic_store(&numbers_claimed, 1);
+    while (atomic_load(&numbers_users))
+        sched_yield();
+}
+void ftr_fd_numbers_release(void)
+{
+    atomic_store(&numbers_claimed, 0);
+    numbers_depth--;
 }
 
 #define MAX_PROTECTED 4
@@ -113,7 +158,13 @@ static closefrom_fn real_closefrom;
 EXPORT int close(int fd)
 {
     if (ours(fd)) return 0;
-    return NEXT(real_close, "close")(fd);
+    close_fn fn = NEXT(real_close, "close");
+    numbers_enter();
+    int rc = fn(fd);
+    int e = errno;
+    numbers_leave();
+    errno = e;
+    return rc;
 }
 
 /* The program wants our number: give ours another one first. */
@@ -131,15 +182,29 @@ static void move_away(int fd)
 EXPORT int dup2(int oldfd, int newfd)
 {
     if (ours(oldfd) && oldfd == newfd) return newfd;
+    dup2_fn fn = NEXT(real_dup2, "dup2");
+    numbers_enter();
     move_away(newfd);
-    return NEXT(real_dup2, "dup2")(oldfd, newfd);
+    int rc = fn(oldfd, newfd);
+    int e = errno;
+    numbers_leave();
+    errno = e;
+    return rc;
 }
 
 EXPORT int dup3(int oldfd, int newfd, int flags)
 {
+    dup3_fn fn = NEXT(real_dup3, "dup3");
+    numbers_enter();
     move_away(newfd);
-    return NEXT(real_dup3, "dup3")(oldfd, newfd, flags);
+    int rc = fn(oldfd, newfd, flags);
+    int e = errno;
+    numbers_leave();
+    errno = e;
+    return rc;
 }
+
+static int ranges_around_ours(close_range_fn fn, unsigned first, unsigned last, int flags);
 
 EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
@@ -148,6 +213,16 @@ EXPORT int close_range(unsigned first, unsigned last, int flags)
         errno = ENOSYS;
         return -1;
     }
+    numbers_enter();
+    int rc = ranges_around_ours(fn, first, last, flags);
+    int e = errno;
+    numbers_leave();
+    errno = e;
+    return rc;
+}
+
+static int ranges_around_ours(close_range_fn fn, unsigned first, unsigned last, int flags)
+{
     unsigned keep[MAX_PROTECTED + 1];
     int n = first <= last ? ours_in(first, last, keep) : 0;
     if (n == 0) return fn(first, last, flags);
@@ -170,5 +245,8 @@ EXPORT void closefrom(int lowfd)
         return;
     }
     closefrom_fn fn = NEXT(real_closefrom, "closefrom");
-    if (fn) fn(lowfd);
+    if (!fn) return;
+    numbers_enter();
+    fn(lowfd);
+    numbers_leave();
 }

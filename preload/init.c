@@ -254,9 +254,11 @@ void ftr_program_watch(void)
     }
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)ftr_getpid());
+    ftr_fd_numbers_claim(); /* after a failed exec, the program's threads run */
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     int high = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 512) : -1;
     if (fd >= 0) close(fd);
+    ftr_fd_numbers_release();
     if (high < 0) return;
     stat_fd = high;
     ftr_fd_protect(&stat_fd);

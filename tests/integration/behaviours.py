@@ -861,6 +861,9 @@ CASES = {
     "limit-fdreuse": Case("blimits.c", ["reuse"], exact(
         [{"main": 1, "main;phase1": 20000, "main;phase1;leaf": 20000}]),
         env={"FTRACE_FLUSH_MS": "1"}),
+    # the same while the control server accepts connection after connection
+    "limit-ctlreuse": Case("blimits.c", ["ctlreuse"], exact(
+        [{"main": 1, "main;phase1": 5000, "main;phase1;leaf": 5000}])),
 }
 
 

@@ -16,12 +16,22 @@
  *             program's dup2() then replaces it, and the tracer's close() would close the
  *             program's file. Every write must succeed: exit status 104, else 50 + the round's
  *             first failing fd. tree: {main 1, main;phase1 20000, main;phase1;leaf 20000}
+ *   ctlreuse  the rounds of reuse (5000), while a child process connects to the tracer's
+ *             control socket of this process over and over (as ftrace-ctl PID status does): the
+ *             descriptor the tracer's server accepts must never be one the program owns or
+ *             takes over meanwhile. Exit status 105, else as reuse. tree: {main 1,
+ *             main;phase1 5000, main;phase1;leaf 5000} (the child runs untraced code only)
  * The program reads its file back and says whether it is intact; the test checks it too. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "behave.h"
@@ -73,6 +83,43 @@ NOTRACE static void verify(const char *mode, const char *path, const char *want,
     if (fd >= 0) close(fd);
     int ok = n == (ssize_t)len && !memcmp(got, want, len);
     printf("%s: wrote %zu bytes, file %s\n", mode, len, ok ? "intact" : "CORRUPTED");
+}
+
+/* ctlreuse: a child that asks the tracer's control server of process pid for its status,
+ * again and again, until killed (untraced code: it records nothing). Without a tracer there is
+ * no socket: it just keeps trying. */
+NOTRACE static void client_loop(pid_t pid)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (xdg && *xdg)
+        snprintf(a.sun_path, sizeof a.sun_path, "%s/ftrace-run/%d.sock", xdg, (int)pid);
+    else
+        snprintf(a.sun_path, sizeof a.sun_path, "/tmp/ftrace-run-%u/%d.sock", (unsigned)geteuid(),
+                 (int)pid);
+    for (;;) {
+        int s = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a) == 0) {
+            char buf[4096];
+            if (write(s, "status\n", 7) == 7)
+                while (read(s, buf, sizeof buf) > 0) {
+                }
+        } else {
+            usleep(1000);
+        }
+        if (s >= 0) close(s);
+    }
+}
+NOTRACE static pid_t start_client(pid_t parent)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* whichever way the parent ends */
+        if (getppid() != parent) _exit(0);
+        client_loop(parent);
+    }
+    usleep(20000); /* the server is listening by now */
+    return p;
 }
 
 int main(int argc, char **argv)
@@ -133,11 +180,14 @@ int main(int argc, char **argv)
         verify(mode, "bl_dup2.txt", want, len);
         return 103;
     }
-    if (!strcmp(mode, "reuse")) {
+    int ctl = !strcmp(mode, "ctlreuse");
+    if (!strcmp(mode, "reuse") || ctl) {
         int f = open("bl_reuse.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
         int hi = fcntl(f, F_DUPFD_CLOEXEC, 100); /* out of the way of 3..20 */
         close(f);
-        for (int r = 0; r < 20000; r++) {
+        pid_t client = ctl ? start_client(getpid()) : -1;
+        int rounds = ctl ? 5000 : 20000;
+        for (int r = 0; r < rounds; r++) {
             for (int fd = 3; fd <= 20; fd++)
                 close(fd);
             for (int fd = 3; fd <= 20; fd++)
@@ -149,9 +199,13 @@ int main(int argc, char **argv)
                 }
             phase1();
         }
-        printf("reuse: 20000 rounds\n");
-        return 104;
+        if (client > 0) {
+            kill(client, SIGKILL);
+            waitpid(client, NULL, 0);
+        }
+        printf("%s: %d rounds\n", mode, rounds);
+        return ctl ? 105 : 104;
     }
-    fprintf(stderr, "usage: blimits deep|closefds|dup2|reuse\n");
+    fprintf(stderr, "usage: blimits deep|closefds|dup2|reuse|ctlreuse\n");
     return 2;
 }
