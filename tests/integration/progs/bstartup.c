@@ -15,7 +15,7 @@
 
 extern volatile int sb_stop, sb_ticks;
 extern int bs_pipe[2];
-extern volatile int rd_eintr, rd_n, sl_eintr, sl_rc;
+extern volatile int rd_eintr, rd_n, sl_eintr, sl_rc, bs_main_runs;
 extern char rd_buf[16];
 extern pthread_t bs_threads[2];
 extern int bs_nthreads;
@@ -42,6 +42,7 @@ int main(int argc, char **argv)
         return 34;
     }
     if (!strcmp(mode, "blocked")) {
+        bs_main_runs = 1;
         if (write(bs_pipe[1], "hello", 5) != 5)
             return 1;
         for (int i = 0; i < bs_nthreads; i++)

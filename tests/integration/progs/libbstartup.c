@@ -5,7 +5,9 @@
  *             the start-up handshake cannot park it.
  *   blocked   a thread blocked in read() on a pipe, and one in a 400 ms nanosleep(), while the
  *             preload starts; each records whether its call failed with EINTR, then calls one
- *             traced function (rd_done / sl_done) after it returns.
+ *             traced function (rd_done / sl_done) after it returns, once main runs (a
+ *             constructor slower than 400 ms, on a loaded host, must not leave sl_done called
+ *             before its site is patched).
  * Both block SIGPROF: an untraced -pg run has glibc's profiling timer, which must not be what
  * interrupts them. */
 #include <errno.h>
@@ -19,6 +21,7 @@
 volatile int sb_stop, sb_ticks;
 int bs_pipe[2];
 volatile int rd_eintr = -1, rd_n = -1, sl_eintr = -1, sl_rc = -1;
+volatile int bs_main_runs; /* set by bstartup's main */
 char rd_buf[16];
 static volatile int rd_ready, sl_ready;
 pthread_t bs_threads[2];
@@ -69,6 +72,9 @@ static void *sleeper_thread(void *arg)
     sl_ready = 1;
     int rc = nanosleep(&ts, NULL);
     sl_eintr = rc < 0 && errno == EINTR;
+    struct timespec ms = {0, 1000000};
+    while (!bs_main_runs) /* every constructor, the tracer's too, has run */
+        nanosleep(&ms, NULL);
     sl_done(rc);
     return NULL;
 }
