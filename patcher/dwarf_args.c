@@ -8,6 +8,11 @@
  * says what the parameters were in the source; the rules below turn that into a conservative
  * verdict (a function wrongly listed breaks the program, one wrongly left out only costs speed).
  *
+ * The calling convention is not always said: gcc marks nothing of __attribute__((ms_abi)) (its
+ * callee owns 32 bytes above its return address, and finds its fifth argument above those). So
+ * where the parameters are at the entry (dwarf_loc.c) must be where System V puts them, and
+ * none may live on the caller's side of the CFA (see param_where()).
+ *
  * Every compile unit of C or C++ is walked DIE by DIE (dwarf_read.c), and each concrete
  * subprogram's parameters are classified when its children end; types, abstract origins and
  * specifications are read where they are, by offset (in this unit or another), so nothing but
@@ -18,6 +23,7 @@
  */
 #include "ftr_patcher.h"
 #include "dwarf_read.h"
+#include "dwarf_loc.h"
 
 #include <gelf.h>
 #include <libelf.h>
@@ -31,11 +37,19 @@
 #define MAX_AGG_DEPTH 8 /* nesting of aggregates looked into */
 #define BUDGET 200000   /* DIEs read to decide one function */
 
-/* Parameter counts of one list of formal parameters */
+/* Parameter counts of one list of formal parameters; for a concrete subprogram's own (at set),
+ * what their locations at its entry pc say */
 struct cnt {
     int ni, ns, n;
     uint8_t bad, variadic, noloc;
+    uint8_t at, fb;  /* pc is the entry; the frame base (FB_*) */
+    uint8_t lost;    /* the registers of the parameters from here on are not known */
+    uint8_t wrong;   /* a location System V does not give, or one that cannot be read */
+    uint8_t ireg[6]; /* the DWARF register + 1 of the parameter in the k-th integer register */
+    uint64_t pc;
 };
+enum { FB_OTHER, FB_CFA, FB_RBP, FB_RSP, FB_NONE, FB_LIST };
+enum { DW_RBP = 6, DW_RSP = 7, DW_XMM0 = 17 };
 
 /* A DIE with children being walked; a concrete subprogram's is decided when they end */
 struct frame {
@@ -253,12 +267,104 @@ static int hidden_return(struct ftr_dw *x, struct ftr_dw_die *d)
     }
 }
 
+/* ---- locations ---- */
+
+/* The frame base DW_OP_fbreg counts from: the CFA (DW_OP_call_frame_cfa: gcc; or, from gcc
+ * with DWARF 2, a location list of rsp or rbp + 8 or more: the CFA, described where it is),
+ * rbp (clang), rsp (clang without a frame pointer: an offset in its frame, of a size DWARF does
+ * not say), or not known. */
+static int fb_entry(const struct ftr_dw_locent *e, void *arg)
+{
+    int *fb = arg, k = FB_OTHER;
+    const struct ftr_dw_loc *l = &e->l;
+    if (l->single && l->kind == LOC_CFA) k = FB_CFA;
+    if (l->single && l->kind == LOC_REG && (l->reg == DW_RBP || l->reg == DW_RSP))
+        k = l->reg == DW_RBP ? FB_RBP : FB_RSP;
+    if (l->single && l->kind == LOC_BREG && (l->reg == DW_RBP || l->reg == DW_RSP) && l->off >= 8)
+        k = FB_LIST;
+    *fb = *fb == FB_NONE || *fb == k ? k : FB_OTHER;
+    return 0;
+}
+
+static int frame_base(const struct ftr_dw *x, const struct ftr_dw_unit *u,
+                      const struct ftr_dw_die *s)
+{
+    const struct ftr_dw_val *v = ftr_dw_attr(s, A_FRAME_BASE);
+    int fb = FB_NONE;
+    if (!v || ftr_dw_locations(x, u, v, fb_entry, &fb)) return FB_OTHER;
+    if (fb == FB_LIST) return u->gnu && v->kind != V_BLOCK ? FB_CFA : FB_OTHER;
+    return fb == FB_NONE ? FB_OTHER : fb;
+}
+
+struct where {
+    const struct cnt *c;
+    uint8_t found, dflt, caller;
+    struct ftr_dw_loc at, at_dflt;
+};
+
+static int where_entry(const struct ftr_dw_locent *e, void *arg)
+{
+    struct where *w = arg;
+    const struct ftr_dw_loc *l = &e->l;
+    /* in memory on the caller's side of the CFA, anywhere in the function: the frame base is
+     * the CFA, or rbp (CFA - 16 past the prologue: its saved rbp and return address above);
+     * from rsp nothing is known (clang: it marks its other conventions) */
+    int fb = w->c->fb;
+    if (l->kind == LOC_FBREG && (fb == FB_OTHER || (fb != FB_RSP && l->off >= 0))) w->caller = 1;
+    if (e->dflt) {
+        w->dflt = 1;
+        w->at_dflt = *l;
+    } else if (!w->found && e->lo <= w->c->pc && w->c->pc < e->hi) {
+        w->found = 1;
+        w->at = *l;
+        /* at the entry rsp is at the return address: above it is the caller's */
+        if (l->kind == LOC_BREG && l->reg == DW_RSP && l->off >= 8) w->caller = 1;
+    }
+    return 0;
+}
+
+/* Where a parameter of the subprogram c counts is, at its entry, against System V: one that
+ * took one integer register (di) or one vector register (ds) after parameters that each took
+ * one is in the next register of its class: a vector one is checked here (xmm0-7 in order), an
+ * integer one is kept for decide() (a hidden return pointer may come first). Any of its
+ * locations in memory on the caller's side of the CFA (gcc puts an ms_abi function's register
+ * arguments in its home space there) or a location that cannot be read: wrong. No location: no
+ * evidence. */
+static void param_where(struct ftr_dw *x, const struct ftr_dw_unit *u, const struct ftr_dw_die *p,
+                        struct cnt *c, int di, int ds)
+{
+    const struct ftr_dw_val *v = ftr_dw_attr(p, A_LOCATION);
+    struct where w = {.c = c};
+    int lost = c->lost;
+    c->lost |= di + ds != 1;
+    if (!v) return;
+    if (ftr_dw_locations(x, u, v, where_entry, &w) || w.caller) {
+        c->wrong = 1;
+        return;
+    }
+    if (!w.found && w.dflt) w.at = w.at_dflt;
+    if (lost || (!w.found && !w.dflt) || w.at.kind != LOC_REG) return;
+    if (di == 1 && ds == 0 && c->ni <= 6) c->ireg[c->ni - 1] = (uint8_t)(w.at.reg + 1);
+    if (ds == 1 && di == 0 && c->ns <= 8 && w.at.reg != DW_XMM0 + (uint32_t)c->ns - 1) c->wrong = 1;
+}
+
+/* The integer registers System V gives the parameters kept in c (shifted by one when hidden:
+ * a hidden return pointer may take rdi). @return 0 when each is where it should be. */
+static int int_regs_wrong(const struct cnt *c, int hidden)
+{
+    static const uint8_t sysv[6] = {5, 4, 1, 2, 8, 9}; /* rdi rsi rdx rcx r8 r9 */
+    for (int k = 0; k < 6; k++) {
+        int r = c->ireg[k] - 1;
+        if (c->ireg[k] && r != sysv[k] && !(hidden && k < 5 && r == sysv[k + 1])) return 1;
+    }
+    return 0;
+}
+
 /* One child of a subprogram: a parameter, or the mark of a variadic one. */
 static int param_child(struct ftr_dw *x, const struct ftr_dw_unit *u, struct ftr_dw_die *p,
                        void *arg)
 {
     struct cnt *c = arg;
-    (void)u;
     if (p->tag == TAG_unspec_params) c->variadic = 1;
     if (p->tag != TAG_param) return 0;
     c->n++;
@@ -274,7 +380,9 @@ static int param_child(struct ftr_dw *x, const struct ftr_dw_unit *u, struct ftr
         }
         t = o;
     }
+    int ni = c->ni, ns = c->ns;
     param_regs(x, &t, c);
+    if (c->at) param_where(x, u, p, c, c->ni - ni, c->ns - ns);
     return 0;
 }
 
@@ -360,6 +468,7 @@ static void decide(struct scan *sc, const struct ftr_dw_unit *u, const struct ft
      * sees all calls of into the values they point to, keeping name and debug information. It
      * leaves those parameters without a location; internal functions are left out anyway. */
     if (!gnu && (!ext || own.noloc)) bad = 1;
+    bad |= own.wrong || int_regs_wrong(&own, hidden);
     int ok = !bad && x->budget >= 0 && (proto || all_cxx) && ni + hidden <= 6 && ns <= 8;
     record(sc, pc, ok);
 }
@@ -405,7 +514,11 @@ static void scan_unit(struct scan *sc, const struct ftr_dw_unit *u)
         f->sub = (uint8_t)concrete;
         f->pack = d.tag == TAG_param_pack && owner && owner == &fr[depth - 2];
         f->c = (struct cnt){0};
-        if (f->sub) f->d = d;
+        if (f->sub) {
+            f->d = d;
+            f->c.at = (uint8_t)ftr_dw_low_pc(x, u, &d, &f->c.pc);
+            f->c.fb = (uint8_t)frame_base(x, u, &d);
+        }
     }
 }
 

@@ -16,10 +16,11 @@ static const struct { uint16_t at; uint8_t slot; } slots[] = {
     {0x01, A_SIBLING}, {0x02, A_LOCATION}, {0x0b, A_BYTE_SIZE}, {0x0d, A_BIT_SIZE},
     {0x11, A_LOW_PC}, {0x13, A_LANG}, {0x1c, A_CONST_VALUE}, {0x25, A_PRODUCER},
     {0x27, A_PROTOTYPED}, {0x31, A_ORIGIN}, {0x34, A_ARTIFICIAL}, {0x36, A_CC},
-    {0x38, A_MEMBER_LOC}, {0x3c, A_DECL},
+    {0x38, A_MEMBER_LOC}, {0x3c, A_DECL}, {0x40, A_FRAME_BASE},
     {0x3e, A_ENCODING}, {0x3f, A_EXTERNAL}, {0x47, A_SPEC}, {0x49, A_TYPE},
     {0x6b, A_BIT_SIZE /* DW_AT_data_bit_offset: a bit-field too */}, {0x72, A_STR_OFF_BASE},
     {0x73, A_ADDR_BASE}, {0x76, A_DWO_NAME}, {0x88, A_ALIGNMENT},
+    {0x8c, A_LOCLISTS_BASE},
     {0x2107, A_VECTOR /* DW_AT_GNU_vector */}, {0x2130, A_DWO_NAME /* DW_AT_GNU_dwo_name */},
 };
 
@@ -49,12 +50,7 @@ static const struct { uint16_t form; uint8_t kind, z; } gnu_forms[] = {
 // clang-format on
 
 /* ---- bounded reads ---- */
-struct cur {
-    const uint8_t *p, *end;
-    int bad;
-};
-
-static const uint8_t *take(struct cur *c, uint64_t n)
+const uint8_t *ftr_dw_take(struct ftr_dw_cur *c, uint64_t n)
 {
     if (c->bad || n > (uint64_t)(c->end - c->p)) {
         c->bad = 1;
@@ -65,9 +61,9 @@ static const uint8_t *take(struct cur *c, uint64_t n)
     return r;
 }
 
-static uint64_t rd_n(struct cur *c, unsigned n) /* little-endian, n <= 8 */
+uint64_t ftr_dw_rd(struct ftr_dw_cur *c, unsigned n)
 {
-    const uint8_t *b = take(c, n);
+    const uint8_t *b = ftr_dw_take(c, n);
     uint64_t v = 0;
     if (b && n == 1) return *b;
     for (unsigned i = 0; b && i < n; i++)
@@ -75,7 +71,7 @@ static uint64_t rd_n(struct cur *c, unsigned n) /* little-endian, n <= 8 */
     return v;
 }
 
-static uint64_t rd_leb(struct cur *c, int sign)
+uint64_t ftr_dw_leb(struct ftr_dw_cur *c, int sign)
 {
     uint64_t v = 0;
     unsigned shift = 0;
@@ -84,7 +80,7 @@ static uint64_t rd_leb(struct cur *c, int sign)
         return sign && (v & 0x40) ? v | ~(uint64_t)0x7f : v;
     }
     for (;;) {
-        const uint8_t *b = take(c, 1);
+        const uint8_t *b = ftr_dw_take(c, 1);
         if (!b) return 0;
         if (shift < 64) v |= (uint64_t)(*b & 0x7f) << shift;
         shift += 7;
@@ -141,17 +137,17 @@ static int cmp_abbrev(const void *a, const void *b)
 static void load_table(struct ftr_dw *x, struct ftr_dw_table *t)
 {
     if (t->off >= x->abbrev.n) return;
-    struct cur c = {x->abbrev.p + t->off, x->abbrev.p + x->abbrev.n, 0};
+    struct ftr_dw_cur c = {x->abbrev.p + t->off, x->abbrev.p + x->abbrev.n, 0};
     t->first = x->nab;
     for (;;) {
-        uint64_t code = rd_leb(&c, 0);
+        uint64_t code = ftr_dw_leb(&c, 0);
         if (c.bad) return;
         if (!code) break;
-        struct ftr_dw_abbrev a = {code, (uint32_t)rd_leb(&c, 0), (uint32_t)x->nsp, 0, 0};
-        a.children = (uint8_t)rd_n(&c, 1);
+        struct ftr_dw_abbrev a = {code, (uint32_t)ftr_dw_leb(&c, 0), (uint32_t)x->nsp, 0, 0};
+        a.children = (uint8_t)ftr_dw_rd(&c, 1);
         for (;;) {
-            uint64_t name = rd_leb(&c, 0), form = rd_leb(&c, 0);
-            int64_t ic = form == FORM_implicit_const ? (int64_t)rd_leb(&c, 1) : 0;
+            uint64_t name = ftr_dw_leb(&c, 0), form = ftr_dw_leb(&c, 0);
+            int64_t ic = form == FORM_implicit_const ? (int64_t)ftr_dw_leb(&c, 1) : 0;
             if (c.bad) return;
             if (!name && !form) break;
             if (ftr_dw_grow((void **)&x->sp, &x->capsp, x->nsp + 1, sizeof *x->sp, &x->oom)) return;
@@ -189,11 +185,11 @@ static const struct ftr_dw_abbrev *find_abbrev(const struct ftr_dw *x, const str
 }
 
 /* ---- DIEs ---- */
-static int read_form(const struct ftr_dw_unit *u, struct cur *c, uint64_t form, int64_t ic,
+static int read_form(const struct ftr_dw_unit *u, struct ftr_dw_cur *c, uint64_t form, int64_t ic,
                      struct ftr_dw_val *v)
 {
     for (int indirect = 0; form == FORM_indirect; indirect++) {
-        form = rd_leb(c, 0);
+        form = ftr_dw_leb(c, 0);
         if (c->bad || indirect == 2 || form == FORM_implicit_const) return -1;
     }
     unsigned kind = 0, z = 0;
@@ -210,21 +206,21 @@ static int read_form(const struct ftr_dw_unit *u, struct cur *c, uint64_t form, 
     if (z == Z_NONE || z == Z_IMPLICIT) {
         v->u = z == Z_NONE ? 1 : (uint64_t)ic; /* flag_present, implicit_const */
     } else if (z == Z_ULEB || z == Z_SLEB) {
-        v->u = rd_leb(c, z == Z_SLEB);
+        v->u = ftr_dw_leb(c, z == Z_SLEB);
     } else if (z == Z_STRING) {
         const uint8_t *nul = c->bad ? NULL : memchr(c->p, 0, (size_t)(c->end - c->p));
         if (!nul) return -1;
-        v->blk = take(c, (uint64_t)(nul - c->p) + 1);
+        v->blk = ftr_dw_take(c, (uint64_t)(nul - c->p) + 1);
     } else if (z >= Z_BLOCK1) {
-        v->u = z == Z_BLOCK ? rd_leb(c, 0) : rd_n(c, 1u << (z - Z_BLOCK1));
-        v->blk = take(c, v->u);
+        v->u = z == Z_BLOCK ? ftr_dw_leb(c, 0) : ftr_dw_rd(c, 1u << (z - Z_BLOCK1));
+        v->blk = ftr_dw_take(c, v->u);
     } else {
         unsigned n = z == Z_ADDR ? u->addrsz : z == Z_OFF ? u->offsz : z;
         if (z == Z_REF_ADDR) n = u->ver == 2 ? u->addrsz : u->offsz;
         if (n > 8)
-            take(c, n); /* data16 */
+            ftr_dw_take(c, n); /* data16 */
         else
-            v->u = rd_n(c, n);
+            v->u = ftr_dw_rd(c, n);
     }
     if (kind == V_REL) v->u += u->off;
     return c->bad ? -1 : 0;
@@ -235,8 +231,8 @@ int ftr_dw_read_die(const struct ftr_dw *x, const struct ftr_dw_unit *u, uint64_
                     struct ftr_dw_die *d)
 {
     if (off < u->die || off >= u->end) return -1;
-    struct cur c = {x->info.p + off, x->info.p + u->end, 0};
-    uint64_t code = rd_leb(&c, 0);
+    struct ftr_dw_cur c = {x->info.p + off, x->info.p + u->end, 0};
+    uint64_t code = ftr_dw_leb(&c, 0);
     if (c.bad) return -1;
     d->off = off;
     d->tag = 0;
@@ -332,6 +328,16 @@ int ftr_dw_children(struct ftr_dw *x, const struct ftr_dw_unit *u, const struct 
     }
 }
 
+int ftr_dw_addrx(const struct ftr_dw *x, const struct ftr_dw_unit *u, uint64_t i, uint64_t *addr)
+{
+    if (!u->has_addr_base || !x->addr.p || u->addr_base > x->addr.n ||
+        i >= (x->addr.n - u->addr_base) / u->addrsz)
+        return 0;
+    struct ftr_dw_cur c = {x->addr.p + u->addr_base + i * u->addrsz, x->addr.p + x->addr.n, 0};
+    *addr = ftr_dw_rd(&c, u->addrsz);
+    return !c.bad;
+}
+
 int ftr_dw_low_pc(const struct ftr_dw *x, const struct ftr_dw_unit *u, const struct ftr_dw_die *d,
                   uint64_t *pc)
 {
@@ -341,11 +347,7 @@ int ftr_dw_low_pc(const struct ftr_dw *x, const struct ftr_dw_unit *u, const str
         *pc = v->u;
         return 1;
     }
-    if (v->kind != V_ADDRX || !u->has_addr_base || !x->addr.p) return 0;
-    if (u->addr_base > x->addr.n || v->u > (x->addr.n - u->addr_base) / u->addrsz) return 0;
-    struct cur c = {x->addr.p + u->addr_base + v->u * u->addrsz, x->addr.p + x->addr.n, 0};
-    *pc = rd_n(&c, u->addrsz);
-    return !c.bad;
+    return v->kind == V_ADDRX && ftr_dw_addrx(x, u, v->u, pc);
 }
 
 int ftr_dw_member_offset(const struct ftr_dw_unit *u, const struct ftr_dw_die *m, uint64_t *off)
@@ -354,9 +356,9 @@ int ftr_dw_member_offset(const struct ftr_dw_unit *u, const struct ftr_dw_die *m
     *off = 0;
     if (!v) return 0;
     if (v->kind == V_BLOCK) { /* DWARF 2-3: DW_OP_plus_uconst n */
-        struct cur c = {v->blk, v->blk + v->u, 0};
-        if (!v->blk || rd_n(&c, 1) != OP_plus_uconst) return -1;
-        *off = rd_leb(&c, 0);
+        struct ftr_dw_cur c = {v->blk, v->blk + v->u, 0};
+        if (!v->blk || ftr_dw_rd(&c, 1) != OP_plus_uconst) return -1;
+        *off = ftr_dw_leb(&c, 0);
         return !c.bad && c.p == c.end ? 1 : -1;
     }
     return ftr_dw_constant(u, m, A_MEMBER_LOC, off) ? 1 : -1;
@@ -386,9 +388,9 @@ static const char *producer(const struct ftr_dw *x, const struct ftr_dw_unit *u,
         if (!x->str_off.p || str_off_base > x->str_off.n ||
             v->u >= (x->str_off.n - str_off_base) / u->offsz)
             return NULL;
-        struct cur c = {x->str_off.p + str_off_base + v->u * u->offsz, x->str_off.p + x->str_off.n,
-                        0};
-        uint64_t off = rd_n(&c, u->offsz);
+        struct ftr_dw_cur c = {x->str_off.p + str_off_base + v->u * u->offsz,
+                               x->str_off.p + x->str_off.n, 0};
+        uint64_t off = ftr_dw_rd(&c, u->offsz);
         return c.bad ? NULL : string_at(&x->str, off);
     }
     default:
@@ -400,13 +402,13 @@ static const char *producer(const struct ftr_dw *x, const struct ftr_dw_unit *u,
  * section cannot be walked. u->end == 0 when this unit is not usable. */
 static uint64_t read_header(const struct ftr_dw *x, uint64_t off, struct ftr_dw_unit *u)
 {
-    struct cur c = {x->info.p + off, x->info.p + x->info.n, 0};
-    uint64_t len = rd_n(&c, 4);
+    struct ftr_dw_cur c = {x->info.p + off, x->info.p + x->info.n, 0};
+    uint64_t len = ftr_dw_rd(&c, 4);
     memset(u, 0, sizeof *u);
     u->offsz = 4;
     if (len == 0xffffffff) {
         u->offsz = 8;
-        len = rd_n(&c, 8);
+        len = ftr_dw_rd(&c, 8);
     } else if (len >= 0xfffffff0) {
         return 0;
     }
@@ -414,17 +416,17 @@ static uint64_t read_header(const struct ftr_dw *x, uint64_t off, struct ftr_dw_
     uint64_t end = (uint64_t)(c.p - x->info.p) + len;
     c.end = c.p + len;
     u->off = off;
-    u->ver = (uint8_t)rd_n(&c, 2);
+    u->ver = (uint8_t)ftr_dw_rd(&c, 2);
     u->type = UT_compile;
     if (u->ver >= 5) {
-        u->type = (uint8_t)rd_n(&c, 1);
-        u->addrsz = (uint8_t)rd_n(&c, 1);
-        u->abbrev_off = rd_n(&c, u->offsz);
-        if (u->type == UT_skeleton || u->type == UT_split_compile) take(&c, 8);
-        if (u->type == UT_type || u->type == UT_split_type) take(&c, 8 + u->offsz);
+        u->type = (uint8_t)ftr_dw_rd(&c, 1);
+        u->addrsz = (uint8_t)ftr_dw_rd(&c, 1);
+        u->abbrev_off = ftr_dw_rd(&c, u->offsz);
+        if (u->type == UT_skeleton || u->type == UT_split_compile) ftr_dw_take(&c, 8);
+        if (u->type == UT_type || u->type == UT_split_type) ftr_dw_take(&c, 8 + u->offsz);
     } else {
-        u->abbrev_off = rd_n(&c, u->offsz);
-        u->addrsz = (uint8_t)rd_n(&c, 1);
+        u->abbrev_off = ftr_dw_rd(&c, u->offsz);
+        u->addrsz = (uint8_t)ftr_dw_rd(&c, 1);
     }
     u->die = (uint64_t)(c.p - x->info.p);
     u->tab = SIZE_MAX;
@@ -443,10 +445,16 @@ static void read_root(const struct ftr_dw *x, struct ftr_dw_unit *u)
     u->root = 1;
     const struct ftr_dw_val *ab = ftr_dw_attr(&d, A_ADDR_BASE);
     const struct ftr_dw_val *sb = ftr_dw_attr(&d, A_STR_OFF_BASE);
+    const struct ftr_dw_val *lb = ftr_dw_attr(&d, A_LOCLISTS_BASE);
     if (ab && (ab->kind == V_SECOFF || ab->kind == V_CONST)) {
         u->has_addr_base = 1;
         u->addr_base = ab->u;
     }
+    if (lb && lb->kind == V_SECOFF) {
+        u->has_loclists_base = 1;
+        u->loclists_base = lb->u;
+    }
+    if (!ftr_dw_low_pc(x, u, &d, &u->base)) u->base = 0;
     /* no base, no strx string (guessing one could read another unit's producer) */
     const char *p = producer(x, u, &d, sb && sb->kind == V_SECOFF ? sb->u : UINT64_MAX);
     u->gnu = p && !strncmp(p, "GNU ", 4);
@@ -535,6 +543,8 @@ int ftr_dw_open(struct ftr_dw *x, Elf *elf)
                                  : !strcmp(name, "line_str")    ? &x->line_str
                                  : !strcmp(name, "str_offsets") ? &x->str_off
                                  : !strcmp(name, "addr")        ? &x->addr
+                                 : !strcmp(name, "loc")         ? &x->loc
+                                 : !strcmp(name, "loclists")    ? &x->loclists
                                                                 : NULL;
         if (out) section_data(scn, &sh, z, out);
     }

@@ -1,14 +1,15 @@
 /*
  * dwarf_read.h - a small reader of .debug_info on libelf. Shall only be used within patcher/
- * (dwarf_args.c).
+ * (dwarf_args.c, dwarf_loc.c).
  *
  * libdw cannot link into libftrace.so (its static archive has local-exec TLS; the shared one
  * would allocate with the traced program's malloc), and the preload needs little of DWARF: the
- * DIEs of subprograms, their parameters and types. So: the unit headers and each unit's root
- * DIE are read up front, with every abbreviation table; any other DIE is read where it is, by
- * its .debug_info offset, keeping only the attributes listed below. DWARF 2 to 5, 32 and 64-bit
- * units, every standard form and the GNU ones (dwz, split DWARF) are walked; a reference that
- * cannot be followed (to a type unit by signature, to a supplementary file) is read as such.
+ * DIEs of subprograms, their parameters and types (and their locations: dwarf_loc.c, on top of
+ * this). So: the unit headers and each unit's root DIE are read up front, with every
+ * abbreviation table; any other DIE is read where it is, by its .debug_info offset, keeping
+ * only the attributes listed below. DWARF 2 to 5, 32 and 64-bit units, every standard form and
+ * the GNU ones (dwz, split DWARF) are walked; a reference that cannot be followed (to a type
+ * unit by signature, to a supplementary file) is read as such.
  * Every read is bounds-checked: a malformed DIE is an error, never a fault or a loop.
  * Plain C, malloc/free only.
  */
@@ -40,7 +41,7 @@ enum { ATE_address = 1, ATE_boolean, ATE_complex, ATE_float, ATE_signed, ATE_sig
 enum { A_SIBLING, A_BYTE_SIZE, A_LOW_PC, A_LANG, A_PRODUCER, A_PROTOTYPED, A_ORIGIN, A_CC,
        A_MEMBER_LOC, A_DECL, A_ENCODING, A_EXTERNAL, A_SPEC, A_TYPE, A_LOCATION, A_CONST_VALUE,
        A_ADDR_BASE, A_STR_OFF_BASE, A_ALIGNMENT, A_VECTOR, A_BIT_SIZE, A_DWO_NAME, A_ARTIFICIAL,
-       A_NSLOTS };
+       A_FRAME_BASE, A_LOCLISTS_BASE, A_NSLOTS };
 
 /* What an attribute's value is */
 enum { V_CONST = 1, /* data, flag, sdata (two's complement), udata, implicit_const */
@@ -69,14 +70,16 @@ struct ftr_dw_die {
 struct ftr_dw_unit {
     uint64_t off, die, end; /* header, root DIE, end: offsets in .debug_info */
     uint64_t abbrev_off, addr_base, lang;
-    size_t tab; /* index of its abbreviation table; SIZE_MAX: none */
+    uint64_t base;          /* the root's DW_AT_low_pc (0 without): base of its location lists */
+    uint64_t loclists_base; /* DW_AT_loclists_base: where its DW_FORM_loclistx offsets are */
+    size_t tab;             /* index of its abbreviation table; SIZE_MAX: none */
     uint8_t ver, offsz, addrsz, type;
     uint8_t root; /* the root DIE is a compile or partial unit's */
     uint8_t dwo;  /* a split-DWARF skeleton (DW_AT_dwo_name) */
     uint8_t gnu;  /* DW_AT_producer starts with "GNU " (GCC) */
     uint8_t thin; /* its producer says -g1, -gmlt or -gline-tables-only (no parameters described)
                      or -mabi=ms (another calling convention): nothing in it is listed */
-    uint8_t has_addr_base;
+    uint8_t has_addr_base, has_loclists_base;
 };
 
 struct ftr_dw_sec {
@@ -85,7 +88,7 @@ struct ftr_dw_sec {
 };
 
 struct ftr_dw {
-    struct ftr_dw_sec info, abbrev, str, line_str, str_off, addr;
+    struct ftr_dw_sec info, abbrev, str, line_str, str_off, addr, loc, loclists;
     struct ftr_dw_unit *units; /* the usable ones, by offset */
     size_t nunits;
     struct ftr_dw_abbrev *ab; /* every table's, one after the other */
@@ -137,10 +140,23 @@ int ftr_dw_constant(const struct ftr_dw_unit *u, const struct ftr_dw_die *d, int
  *  is something else (an expression: a virtual base). */
 int ftr_dw_member_offset(const struct ftr_dw_unit *u, const struct ftr_dw_die *m, uint64_t *off);
 
+/*! ftr_dw_addrx() : entry i of u's part of .debug_addr (from its DW_AT_addr_base).
+ *  @return 1, or 0 when it is not there. */
+int ftr_dw_addrx(const struct ftr_dw *x, const struct ftr_dw_unit *u, uint64_t i, uint64_t *addr);
+
 /*! ftr_dw_low_pc() : d's DW_AT_low_pc (DW_FORM_addr, or addrx through .debug_addr and the
  *  unit's DW_AT_addr_base). @return 1, or 0 when absent or unreadable. */
 int ftr_dw_low_pc(const struct ftr_dw *x, const struct ftr_dw_unit *u, const struct ftr_dw_die *d,
                   uint64_t *pc);
+
+/* Bounded reads: past end, a read sets bad and returns 0 (NULL), and so does every later one. */
+struct ftr_dw_cur {
+    const uint8_t *p, *end;
+    int bad;
+};
+const uint8_t *ftr_dw_take(struct ftr_dw_cur *c, uint64_t n); /* n bytes */
+uint64_t ftr_dw_rd(struct ftr_dw_cur *c, unsigned n);         /* little-endian, n <= 8 */
+uint64_t ftr_dw_leb(struct ftr_dw_cur *c, int sign);          /* (S)LEB128 */
 
 /*! ftr_dw_grow() : makes room for need elements of size bytes in *p (capacity *cap).
  *  @return 0, or -1 with *oom set. */

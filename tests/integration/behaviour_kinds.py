@@ -3,7 +3,7 @@ behaviours.py: abort() and the exit paths with atexit handlers and destructors, 
 thread, variadic functions, function pointers and tables of them, C library callbacks (qsort,
 bsearch), recursion with exact trees, static and inline-heavy code (the expected tree computed
 from the binary), and builds without frame pointers. Programs: progs/babort.c, bthexec.c,
-bcalls.c, brecur.c, binline.c, bframes.c (each says its expected tree).
+bcalls.c, bargs.c, bmsabi.c, brecur.c, binline.c, bframes.c (each says its expected tree).
 
 kind_cases(b) returns {name: Case}; b is the behaviours module (Case, exact, the checkers)."""
 import collections
@@ -107,6 +107,13 @@ ARGS_TREE = {"main": 1, A: 1}
 for _f in ("i6", "i7", "i8", "d8", "d9", "mix", "s8", "s16", "f16", "s24", "many16", "vsum", "ld",
            "r16", "r24", "rld", "rf2", "r24many"):
     ARGS_TREE[A + ";" + _f] = ARGS_TREE[A + ";" + _f + ";leaf"] = 1
+
+
+M = "main;chain;via"
+MSABI_TREE = {"main": 1, "main;chain": 1, M: 1, M + ";ms_outer": 1, M + ";ms_outer;ms2": 1,
+              M + ";ms_outer;ms2;leaf": 1}
+for _f in ("ms1", "ms2", "ms3", "ms4", "msd", "msp"):
+    MSABI_TREE[M + ";" + _f] = MSABI_TREE[M + ";" + _f + ";leaf"] = 1
 
 
 def check_through(b, want):
@@ -327,6 +334,10 @@ def kind_cases(b):
         # arguments in registers and on the stack, return values (call-through or not)
         "calls-args": Case("bargs.c", ["args"], b.all_of(exact([ARGS_TREE]), check_through(b, 15)),
                            verify=lambda exe, opt, flagset: flagset),
+        # ms_abi functions (home space above the return address): never called through; the
+        # System V ones around them are (leaf, via, chain, main)
+        "calls-msabi": Case("bmsabi.c", [], b.all_of(exact([MSABI_TREE]), check_through(b, 4)),
+                            verify=lambda exe, opt, flagset: flagset),
         "calls-args-deep": Case("bargs.c", ["deep"], check_args_deep(b),
                                 graph_args=["--max-depth=64"],
                                 env={"FTRACE_SHADOW_DEPTH": "200000"}),

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "behave.h"
+#include "checks.h"
 
 static volatile long sink;
 
@@ -134,25 +135,10 @@ NOINLINE struct s24 r24many(long a, long b, long c, long d, long e, long f)
     return r;
 }
 
-NOTRACE static int check(int n, double got, double want)
-{
-    if (got != want) {
-        printf("check %d: got %.3f, want %.3f\n", n, got, want);
-        return 10 + n;
-    }
-    return 0;
-}
-
 NOINLINE int args(void)
 {
     int bad = 0;
     double total = 0, v;
-#define CHECK(n, expr, want)                                                                       \
-    do {                                                                                           \
-        v = (double)(expr);                                                                        \
-        total += v;                                                                                \
-        if (!bad) bad = check(n, v, want);                                                         \
-    } while (0)
     CHECK(1, i6(1, 2, 3, 4, 5, 6), 91);
     CHECK(2, i7(1, 2, 3, 4, 5, 6, 7), 140);
     CHECK(3, i8(1, 2, 3, 4, 5, 6, 7, 8), 204);
