@@ -18,13 +18,15 @@
  * ftr_fd_numbers_claim() makes that moment exclusive: the program's close/dup calls count
  * themselves in while they run, a claim waits until none runs, and calls that find a claim
  * wait for it to end (microseconds). Not a mutex: close() may be called in a signal handler,
- * also one that interrupted close() itself (a thread already inside goes on).
+ * also one that interrupted close() itself (a thread already inside goes on); and a call that
+ * never leaves (cancelled inside close()) holds a claim up for 200 µs at most, never for good.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tracer.h"
@@ -69,12 +71,30 @@ static void numbers_leave(void)
     if (--numbers_depth == 0) atomic_fetch_sub(&numbers_users, 1);
 }
 
+/* A call counted in may never leave: a thread cancelled inside close() (a cancellation point),
+ * a handler's siglongjmp out of one. So a claim waits for the calls running at most this long,
+ * then goes on without them (the program's calls wait at most that for a claim). */
+#define CLAIM_WAIT_NS 200000
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 void ftr_fd_numbers_claim(void)
 {
     numbers_depth++; /* our own close() of the low number goes through */
     atomic_store(&numbers_claimed, 1);
-    while (atomic_load(&numbers_users))
+    for (uint64_t until = 0; atomic_load(&numbers_users);) {
+        uint64_t now = mono_ns();
+        if (!until)
+            until = now + CLAIM_WAIT_NS;
+        else if (now >= until)
+            break;
         sched_yield();
+    }
 }
 void ftr_fd_numbers_release(void)
 {

@@ -864,6 +864,9 @@ CASES = {
     # the same while the control server accepts connection after connection
     "limit-ctlreuse": Case("blimits.c", ["ctlreuse"], exact(
         [{"main": 1, "main;phase1": 5000, "main;phase1;leaf": 5000}])),
+    # ... and after a thread was cancelled inside close()
+    "limit-cancelclose": Case("blimits.c", ["cancelclose"], exact(
+        [{"main": 1, "main;phase1": 100, "main;phase1;leaf": 100}])),
 }
 
 

@@ -21,6 +21,10 @@
  *             descriptor the tracer's server accepts must never be one the program owns or
  *             takes over meanwhile. Exit status 105, else as reuse. tree: {main 1,
  *             main;phase1 5000, main;phase1;leaf 5000} (the child runs untraced code only)
+ *   cancelclose  a thread cancelled inside close() (pthread_cancel before it calls it); then
+ *             the tracer's control server is asked for its status once, and the program
+ *             closes and dup2()s in 100 rounds of phase1 -> leaf: nothing may hang. Exit 106.
+ *             tree: {main 1, main;phase1 100, main;phase1;leaf 100}
  * The program reads its file back and says whether it is intact; the test checks it too. */
 #include <fcntl.h>
 #include <pthread.h>
@@ -85,10 +89,10 @@ NOTRACE static void verify(const char *mode, const char *path, const char *want,
     printf("%s: wrote %zu bytes, file %s\n", mode, len, ok ? "intact" : "CORRUPTED");
 }
 
-/* ctlreuse: a child that asks the tracer's control server of process pid for its status,
- * again and again, until killed (untraced code: it records nothing). Without a tracer there is
- * no socket: it just keeps trying. */
-NOTRACE static void client_loop(pid_t pid)
+/* Asks the tracer's control server of process pid for its status once, as ftrace-ctl PID
+ * status does (untraced code: it records nothing). @return 1 when it answered; 0 when there is
+ * no server (an untraced run). */
+NOTRACE static int ask_status(pid_t pid)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     const char *xdg = getenv("XDG_RUNTIME_DIR");
@@ -97,18 +101,21 @@ NOTRACE static void client_loop(pid_t pid)
     else
         snprintf(a.sun_path, sizeof a.sun_path, "/tmp/ftrace-run-%u/%d.sock", (unsigned)geteuid(),
                  (int)pid);
-    for (;;) {
-        int s = socket(AF_UNIX, SOCK_STREAM, 0);
-        if (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a) == 0) {
-            char buf[4096];
-            if (write(s, "status\n", 7) == 7)
-                while (read(s, buf, sizeof buf) > 0) {
-                }
-        } else {
-            usleep(1000);
-        }
-        if (s >= 0) close(s);
+    int s = socket(AF_UNIX, SOCK_STREAM, 0), got = 0;
+    if (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a) == 0) {
+        char buf[4096];
+        if (write(s, "status\n", 7) == 7)
+            while (read(s, buf, sizeof buf) > 0)
+                got = 1;
     }
+    if (s >= 0) close(s);
+    return got;
+}
+/* ctlreuse: a child that asks for the status of process pid again and again, until killed */
+NOTRACE static void client_loop(pid_t pid)
+{
+    for (;;)
+        if (!ask_status(pid)) usleep(1000);
 }
 NOTRACE static pid_t start_client(pid_t parent)
 {
@@ -120,6 +127,17 @@ NOTRACE static pid_t start_client(pid_t parent)
     }
     usleep(20000); /* the server is listening by now */
     return p;
+}
+
+/* cancelclose: a thread cancelled inside close() (a cancellation point: the unwind leaves the
+ * close() wrapper of the tracer from inside, past whatever it meant to do after the call) */
+static volatile int cancel_go;
+NOTRACE static void *close_cancelled(void *arg)
+{
+    while (!cancel_go) /* no cancellation point: the cancel waits for close() */
+        ;
+    close(*(int *)arg);
+    return NULL;
 }
 
 int main(int argc, char **argv)
@@ -206,6 +224,27 @@ int main(int argc, char **argv)
         printf("%s: %d rounds\n", mode, rounds);
         return ctl ? 105 : 104;
     }
-    fprintf(stderr, "usage: blimits deep|closefds|dup2|reuse|ctlreuse\n");
+    if (!strcmp(mode, "cancelclose")) {
+        int fds[2];
+        if (pipe(fds) < 0) return 1;
+        pthread_t t;
+        pthread_create(&t, NULL, close_cancelled, &fds[0]);
+        pthread_cancel(t);
+        cancel_go = 1;
+        void *res;
+        pthread_join(t, &res);
+        /* the tracer's control server makes a descriptor now (traced runs only), and the
+         * program's close() and dup2() go on as before */
+        ask_status(getpid());
+        for (int r = 0; r < 100; r++) {
+            int fd = dup(fds[1]);
+            dup2(fds[1], fd);
+            close(fd);
+            phase1();
+        }
+        printf("cancelclose: %s, 100 rounds\n", res == PTHREAD_CANCELED ? "cancelled" : "ran");
+        return 106;
+    }
+    fprintf(stderr, "usage: blimits deep|closefds|dup2|reuse|ctlreuse|cancelclose\n");
     return 2;
 }
