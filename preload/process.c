@@ -247,21 +247,7 @@ EXPORT int daemon(int nochdir, int noclose)
     return 0;
 }
 
-/* vfork_x86_64.S, in the parent only: tracing off in this thread across vfork() (the child runs
- * on our memory, this thread's TLS included, until it execs or exits); @return the state to
- * give back after it. */
-uint32_t ftr_vfork_enter(void)
-{
-    uint32_t state = ftr_tls.state;
-    if (state == FTR_T_ACTIVE || state == FTR_T_NEW) ftr_tls.state = FTR_T_OFF;
-    return state;
-}
-
-void ftr_vfork_leave(uint32_t state)
-{
-    ftr_tls.state = state;
-}
-
+/* vfork_x86_64.S: a failed vfork() sets errno like glibc's */
 void ftr_vfork_errno(int e)
 {
     errno = e;

@@ -60,11 +60,9 @@ int ftr_create_own_thread(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
 {
     if (!real_create) real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
     if (!real_create) return EAGAIN;
-    /* not recording meanwhile, nor set up (a thread not yet set up would be, at the calloc) */
-    uint32_t state = ftr_tls.state;
-    ftr_tls.state = FTR_T_OFF;
+    uint32_t state = ftr_thread_pause(); /* a thread not yet set up would be, at the calloc */
     int rc = real_create(th, attr, fn, arg);
-    ftr_tls.state = state;
+    ftr_thread_unpause(state);
     return rc;
 }
 

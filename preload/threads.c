@@ -379,6 +379,18 @@ static void thread_destructor(void *arg)
     thread_end(r);
 }
 
+uint32_t ftr_thread_pause(void)
+{
+    uint32_t state = ftr_tls.state;
+    ftr_tls.state = FTR_T_OFF;
+    return state;
+}
+
+void ftr_thread_unpause(uint32_t state)
+{
+    ftr_tls.state = state;
+}
+
 void ftr_thread_off(void)
 {
     struct ftr_tls *t = &ftr_tls;

@@ -283,6 +283,11 @@ int ftr_create_own_thread(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
 void ftr_thread_unreserve(struct ftr_thread *r) FTR_HIDDEN;
 void ftr_chunk_full_slow(void *unused) FTR_HIDDEN; /* current chunk is full */
 void ftr_thread_off(void) FTR_HIDDEN;              /* this thread stops recording */
+/* This thread is out of tracing for a while, neither recording nor set up at a hook (our own
+ * thread creation, whose glibc calls the program's calloc; a vfork, whose child runs on this
+ * thread's TLS): @return its state, which ftr_thread_unpause() gives back. */
+uint32_t ftr_thread_pause(void) FTR_HIDDEN;
+void ftr_thread_unpause(uint32_t state) FTR_HIDDEN;
 int ftr_threads_init(void) FTR_HIDDEN;
 void ftr_threads_prepare_fork(void) FTR_HIDDEN;
 void ftr_threads_parent_fork(void) FTR_HIDDEN;
@@ -404,9 +409,7 @@ extern int ftr_is_root FTR_HIDDEN;          /* this process created the trace fi
 
 /* process.c: the environment every child and exec'd image must carry */
 void ftr_env_snapshot(void) FTR_HIDDEN;
-/* process.c, for vfork_x86_64.S: tracing off in the calling thread across vfork() */
-uint32_t ftr_vfork_enter(void) FTR_HIDDEN;
-void ftr_vfork_leave(uint32_t state) FTR_HIDDEN;
+/* process.c, for vfork_x86_64.S (which pauses the calling thread across vfork()) */
 void ftr_vfork_errno(int e) FTR_HIDDEN;
 
 #endif /* FTR_TRACER_H */

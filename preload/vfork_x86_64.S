@@ -1,7 +1,7 @@
 /*
  * vfork_x86_64.S - vfork() wrapped: the child runs on its parent's memory, its thread's TLS
  * included, until it execs or _exits. Tracing is off in the calling thread across the call
- * (process.c, ftr_vfork_enter/leave), so that whatever traced code the child runs records
+ * (ftr_thread_pause/unpause, threads.c), so that whatever traced code the child runs records
  * nothing into the parent's buffers, shadow stack or counters. The parent, resumed, gets its
  * state back; the child returns with tracing off (its exec'd image traces itself).
  *
@@ -15,7 +15,7 @@ vfork:
     .cfi_startproc
     sub $8, %rsp               /* 16-byte aligned for the call */
     .cfi_adjust_cfa_offset 8
-    call ftr_vfork_enter       /* eax: the thread's tracing state, now off */
+    call ftr_thread_pause      /* eax: the thread's tracing state, now off */
     add $8, %rsp
     .cfi_adjust_cfa_offset -8
     mov %eax, %esi
@@ -32,7 +32,7 @@ vfork:
     push %rax
     .cfi_adjust_cfa_offset 8
     mov %esi, %edi
-    call ftr_vfork_leave       /* the parent: its state back */
+    call ftr_thread_unpause    /* the parent: its state back */
     pop %rax
     .cfi_adjust_cfa_offset -8
     cmp $-4095, %rax
