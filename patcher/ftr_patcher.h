@@ -156,15 +156,19 @@ void ftr_x86_gen_nop(uint8_t *out, unsigned len);
 int ftr_x86_gen_call(uint8_t *out, unsigned len, uint64_t site, uint64_t target);
 int ftr_x86_gen_jmp(uint8_t *out, unsigned len, uint64_t site, uint64_t target);
 
-/* Per-site stub: passes the site index in r11 and jumps to the common trampoline through an
- * absolute address kept in the stub page:
- *     41 bb <imm32 index>       mov $index, %r11d
- *     ff 25 <rel32>             jmp *slot(%rip)
+/* Per-site stub: leaves the site index in the red zone, at FTR_STUB_INDEX_DISP(%rsp), and
+ * jumps to the common trampoline through an absolute address kept in the stub page:
+ *     c7 44 24 80 <imm32 index>    movl $index, -128(%rsp)
+ *     ff 25 <rel32>                jmp *slot(%rip)
  *     cc ... (padding to FTR_STUB_SIZE)
- * r11 is free at every site: no calling convention passes an argument or the static chain in
- * it, and a call to __fentry__/mcount may clobber it (a PLT stub or ld.so's lazy binding
- * does). Nothing is pushed, so the trampoline's frame is an ordinary frame-pointer frame and
- * the stub's own unwind rule is that of a function's first byte (preload/stub_cfi.c). */
+ * No register is taken: a caller may keep a value in any register across a call to a function
+ * with another convention than System V's (no_caller_saved_registers keeps r11 too), and the
+ * untraced NOP builds keep them all. At a site, the 128 bytes below rsp are nobody's: the
+ * function has not started (or made a call, at an mcount site), and no signal frame is ever
+ * put there (the kernel skips the red zone), so the word stays until the trampoline, which
+ * reads it before its first call. Nothing is pushed, so the trampoline's frame is an ordinary
+ * frame-pointer frame and the stub's own unwind rule is that of a function's first byte. */
+#define FTR_STUB_INDEX_DISP (-128)
 #define FTR_STUB_SIZE 16
 /*! ftr_x86_gen_stub() : writes a stub at out (runtime address at) for index, jumping through
  *  the 8-byte slot at runtime address slot. @return 0, or -1 when slot is out of reach. */

@@ -9,7 +9,7 @@
  *   NOP   0f 1f 44 00 00 [90]        nopl 0(%rax,%rax,1)
  *   CALL  e8 <rel32>     [90]        call stub
  *   JMP   e9 <rel32>     [90]        jmp stub
- *   stub  41 bb <imm32> ff 25 <rel32> cc... mov $index,%r11d; jmp *slot(%rip)
+ *   stub  c7 44 24 80 <imm32> ff 25 <rel32> cc...  movl $index,-128(%rsp); jmp *slot(%rip)
  */
 #include "ftr_patcher.h"
 
@@ -69,17 +69,20 @@ int ftr_x86_gen_jmp(uint8_t *out, unsigned len, uint64_t site, uint64_t target)
 
 int ftr_x86_gen_stub(uint8_t *out, uint64_t at, uint32_t index, uint64_t slot)
 {
-    /* 41 bb imm32 (6 bytes) then ff 25 rel32 (6 bytes): rel32 counts from at + 12. Nothing
-     * moves the stack pointer: the stub's unwind rule is that of a function's first byte. */
-    int64_t d = (int64_t)(slot - (at + 12));
+    /* c7 44 24 80 imm32 (8 bytes) then ff 25 rel32 (6 bytes): rel32 counts from at + 14.
+     * Nothing moves the stack pointer: the stub's unwind rule is that of a function's first
+     * byte. */
+    int64_t d = (int64_t)(slot - (at + 14));
     if (!rel32_ok(d)) return -1;
-    out[0] = 0x41;
-    out[1] = 0xbb;
-    memcpy(out + 2, &index, 4);
-    out[6] = 0xff;
-    out[7] = 0x25;
-    wr_s32(out + 8, (int32_t)d);
-    memset(out + 12, 0xcc, FTR_STUB_SIZE - 12); /* int3: never reached */
+    out[0] = 0xc7;
+    out[1] = 0x44;
+    out[2] = 0x24;
+    out[3] = (uint8_t)FTR_STUB_INDEX_DISP;
+    memcpy(out + 4, &index, 4);
+    out[8] = 0xff;
+    out[9] = 0x25;
+    wr_s32(out + 10, (int32_t)d);
+    memset(out + 14, 0xcc, FTR_STUB_SIZE - 14); /* int3: never reached */
     return 0;
 }
 

@@ -2,15 +2,18 @@
  * tramp_x86_64.S - the entry and return trampolines of libftrace.so (x86_64 System V).
  *
  * A patched site is `call stub` (5 bytes), or `jmp stub` for call-through; the site's stub
- * (patcher/x86_64_gen.c) does `mov $site_index, %r11d; jmp *common`, where common is
+ * (patcher/x86_64_gen.c) does `movl $site_index, -128(%rsp); jmp *common`, where common is
  * ftr_tramp_fentry, ftr_tramp_mcount, ftr_tramp_fentry_chain (gcc's nested functions: push %r10
  * before the site) or ftr_tramp_through.
  *
  * Register contract of the entry trampolines: on entry the function has not started (fentry,
  * patchable entry) or has only run `push %rbp; mov %rsp,%rbp` (mcount). Every register a
  * function may receive an argument or static chain in must survive: rdi rsi rdx rcx r8 r9, rax
- * (al = vector-register count of a varargs call), r10 (static chain). r11 carries the site
- * index in: it is dead at every site (see ftr_patcher.h). Vector, x87 and mxcsr state are not
+ * (al = vector-register count of a varargs call), r10 (static chain), and r11 too: a caller of
+ * a no_caller_saved_registers function keeps a value in it across the call, and the untraced
+ * NOP builds keep it. The site index comes in the red zone, at -128 from rsp at the
+ * trampoline's first byte (FTR_STUB_INDEX_DISP, ftr_patcher.h), -120(%rbp) once rbp is pushed;
+ * each trampoline reads it before it calls anything. Vector, x87 and mxcsr state are not
  * saved: hooks.c is compiled with -mgeneral-regs-only and reaches libc only through
  * ftr_call_saving(), which xsaves everything. Flags are not live at a function's entry. The
  * stack is realigned to 16 bytes for the C call.
@@ -48,6 +51,8 @@
  * is at 8(function's rbp) = 8(0(%rbp)).
  * chain shape (ftr_tramp_fentry_chain): 16(%rbp) holds the r10 the function pushed, its
  * return address is at 24(%rbp).
+ *   -8..-72(%rbp)  the nine registers SAVE_ARGS saves; -80(%rbp) a free word (through:
+ *                  the body's address); -120(%rbp) the site index the stub left
  * RESTORE_ARGS takes the CFA's offset from rsp at the trampoline's first byte. */
 .macro SAVE_ARGS
     push %rbp
@@ -63,12 +68,15 @@
     push %r8
     push %r9
     push %r10
+    push %r11
+    sub $8, %rsp
     and $-16, %rsp
 .endm
 
 /* the registers SAVE_ARGS pushed, back (rbp and the CFA stay) */
 .macro POP_ARGS
-    lea -64(%rbp), %rsp
+    lea -72(%rbp), %rsp
+    pop %r11
     pop %r10
     pop %r9
     pop %r8
@@ -108,7 +116,7 @@
 GLOBAL_HIDDEN(ftr_tramp_fentry)
     .cfi_startproc
     SAVE_ARGS
-    mov %r11d, %edi
+    mov -120(%rbp), %edi           /* the site index the stub left */
     lea 16(%rbp), %rsi
     call ftr_hook_entry
     RESTORE_ARGS
@@ -119,7 +127,7 @@ END(ftr_tramp_fentry)
 GLOBAL_HIDDEN(ftr_tramp_mcount)
     .cfi_startproc
     SAVE_ARGS
-    mov %r11d, %edi
+    mov -120(%rbp), %edi           /* the site index the stub left */
     mov 0(%rbp), %rsi
     add $8, %rsi
     call ftr_hook_entry
@@ -139,7 +147,7 @@ GLOBAL_HIDDEN(ftr_tramp_fentry_chain)
     .cfi_def_cfa %rsp, 16
     .cfi_offset %rip, -16
     SAVE_ARGS
-    mov %r11d, %edi
+    mov -120(%rbp), %edi           /* the site index the stub left */
     lea 24(%rbp), %rsi
     call ftr_hook_entry
     RESTORE_ARGS 16
@@ -163,14 +171,14 @@ END(ftr_tramp_fentry_chain)
 GLOBAL_HIDDEN(ftr_tramp_through)
     .cfi_startproc
     SAVE_ARGS
-    mov %r11d, %edi
+    mov -120(%rbp), %edi           /* the site index the stub left */
     lea 8(%rbp), %rsi
     call ftr_hook_through_entry    /* rax: the body; rdx: 1 = call it from here */
-    mov %rax, %r11
+    mov %rax, -80(%rbp)            /* no register: every one goes back as it came */
     test %edx, %edx
     POP_ARGS
     jz 1f
-    call *%r11                     /* rsp = rbp: the body's return address at rbp - 8 */
+    call *-80(%rbp)                /* rsp = rbp: the body's return address at rbp - 8 */
     EXIT_SAVE 0                    /* the CFA is rbp-relative: rsp moves freely */
     sub $8, %rsp                   /* rsp = rbp (16-byte aligned) - 72: realigned */
     lea 8(%rbp), %rdi
@@ -186,7 +194,7 @@ GLOBAL_HIDDEN(ftr_tramp_through)
 1:  pop %rbp
     .cfi_def_cfa %rsp, 8
     .cfi_restore %rbp
-    jmp *%r11
+    jmp *-88(%rsp)                 /* -80(%rbp), in the red zone: no signal frame goes there */
     .cfi_endproc
 END(ftr_tramp_through)
     .globl ftr_tramp_through_end; .hidden ftr_tramp_through_end

@@ -178,7 +178,7 @@ FTR_HIDDEN int ftr_unwind_personality(int version, int actions, uint64_t exc_cla
         /* The unwinder reads *slot next. No address for it (the frame's return is under way:
          * ftr_hook_exit popped the entry, ftr_tramp_return has not stored the address yet):
          * 0 ends the walk there rather than looping on the pseudo-frame. The return itself
-         * goes through r11 and stores the real address into the slot again. */
+         * stores the real address into the slot again, and jumps through it. */
         if (*slot == (uintptr_t)ftr_tramp_return) *slot = real_return(t, (uintptr_t)slot);
         return URC_CONTINUE_UNWIND;
     }

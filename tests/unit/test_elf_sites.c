@@ -183,9 +183,8 @@ static void *load(const char *so, struct loaded *l, struct fns *f)
 }
 
 /* ---- CALL state: per-site stubs and a counting trampoline ----
- * The stub passes the site index in %r11 (dead at a function's entry and at an mcount call,
- * which the compiler treats as a call); the trampoline counts, touching nothing else but the
- * flags. */
+ * The stub leaves the site index in the red zone, at -128 from rsp on the trampoline's first
+ * byte; the trampoline counts, touching nothing else but the flags. */
 unsigned test_hits[64];
 void test_tramp(void);
 __asm__(".text\n"
@@ -193,8 +192,11 @@ __asm__(".text\n"
         ".type test_tramp, @function\n"
         "test_tramp:\n"
         "    push %rax\n"
+        "    push %rcx\n"
+        "    mov -112(%rsp), %ecx\n" /* -128 from rsp before the two pushes */
         "    lea test_hits(%rip), %rax\n"
-        "    lock incl (%rax,%r11,4)\n"
+        "    lock incl (%rax,%rcx,4)\n"
+        "    pop %rcx\n"
         "    pop %rax\n"
         "    ret\n"
         ".size test_tramp, .-test_tramp\n");

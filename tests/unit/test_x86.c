@@ -560,25 +560,28 @@ Test(x86, gen_stub)
 {
     uint8_t out[FTR_STUB_SIZE + 2];
     memset(out, 0xaa, sizeof out);
-    /* mov $index,%r11d; jmp *slot(%rip): slot 0x100 bytes after the stub, rel32 = 0x100 - 12 */
+    /* movl $index,-128(%rsp); jmp *slot(%rip): slot 0x100 bytes after the stub, rel32 =
+     * 0x100 - 14 */
     cr_assert_eq(ftr_x86_gen_stub(out, 0x5000, 0x01020304, 0x5100), 0);
     cr_assert_arr_eq(out,
-                     BUF(0x41, 0xbb, 0x04, 0x03, 0x02, 0x01, 0xff, 0x25, 0xf4, 0x00, 0x00, 0x00,
-                         0xcc, 0xcc, 0xcc, 0xcc, 0xaa, 0xaa),
+                     BUF(0xc7, 0x44, 0x24, 0x80, 0x04, 0x03, 0x02, 0x01, 0xff, 0x25, 0xf2, 0x00,
+                         0x00, 0x00, 0xcc, 0xcc, 0xaa, 0xaa),
                      FTR_STUB_SIZE + 2);
     /* slot before the stub */
     cr_assert_eq(ftr_x86_gen_stub(out, 0x5000, 7, 0x4ff8), 0);
     cr_assert_arr_eq(
-        out, BUF(0x41, 0xbb, 0x07, 0x00, 0x00, 0x00, 0xff, 0x25, 0xec, 0xff, 0xff, 0xff), 12);
+        out,
+        BUF(0xc7, 0x44, 0x24, 0x80, 0x07, 0x00, 0x00, 0x00, 0xff, 0x25, 0xea, 0xff, 0xff, 0xff),
+        14);
     /* the whole index, not sign-extended */
     cr_assert_eq(ftr_x86_gen_stub(out, 0x5000, 0xfffffffeu, 0x5100), 0);
-    cr_assert_arr_eq(out, BUF(0x41, 0xbb, 0xfe, 0xff, 0xff, 0xff), 6);
+    cr_assert_arr_eq(out, BUF(0xc7, 0x44, 0x24, 0x80, 0xfe, 0xff, 0xff, 0xff), 8);
     /* reach */
     uint64_t at = 0x7f0000000000ull;
-    cr_assert_eq(ftr_x86_gen_stub(out, at, 1, at + 12 + INT32_MAX), 0);
-    cr_assert_eq(ftr_x86_gen_stub(out, at, 1, at + 12 + (uint64_t)INT32_MAX + 1), -1);
-    cr_assert_eq(ftr_x86_gen_stub(out, at, 1, at + 12 - 0x80000000ull), 0);
-    cr_assert_eq(ftr_x86_gen_stub(out, at, 1, at + 12 - 0x80000001ull), -1);
+    cr_assert_eq(ftr_x86_gen_stub(out, at, 1, at + 14 + INT32_MAX), 0);
+    cr_assert_eq(ftr_x86_gen_stub(out, at, 1, at + 14 + (uint64_t)INT32_MAX + 1), -1);
+    cr_assert_eq(ftr_x86_gen_stub(out, at, 1, at + 14 - 0x80000000ull), 0);
+    cr_assert_eq(ftr_x86_gen_stub(out, at, 1, at + 14 - 0x80000001ull), -1);
 }
 
 Test(x86, fixup_ip)

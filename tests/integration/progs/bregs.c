@@ -1,6 +1,7 @@
 /* bregs: callers that keep values across a call in registers the System V ABI lets a callee
  * clobber. Callers of no_caller_saved_registers functions (gcc, clang) expect every register
- * back but rax (and r11, which a traced function's entry may take); callers of ms_abi
+ * back but rax, r11 included (the site's call to __fentry__/mcount may take r11 in the -pg
+ * builds, not in the NOP ones: so a traced entry keeps it too); callers of ms_abi
  * functions keep rsi and rdi; callers of clang's preserve_most keep all but r11. A traced
  * function's return, hooked or called through, must give all of them back.
  *   usage: bregs
@@ -25,10 +26,10 @@ keep_all(long a, long b)
     return a * 3 + b;
 }
 
-enum { R_RDI, R_RSI, R_RCX, R_RDX, R_R8, R_R9, R_R10, NREGS };
-static const char *const names[NREGS] = {"rdi", "rsi", "rcx", "rdx", "r8", "r9", "r10"};
+enum { R_RDI, R_RSI, R_RCX, R_RDX, R_R8, R_R9, R_R10, R_R11, NREGS };
+static const char *const names[NREGS] = {"rdi", "rsi", "rcx", "rdx", "r8", "r9", "r10", "r11"};
 
-/* keep_all(a, b) with the argument registers and rcx, rdx, r8, r9, r10 holding known values;
+/* keep_all(a, b) with the argument registers and rcx, rdx, r8, r9, r10, r11 holding known values;
  * their values after the call in out[], keep_all's result returned. */
 NOINLINE long call_keeping(long a, long b, long out[NREGS])
 {
@@ -40,6 +41,7 @@ NOINLINE long call_keeping(long a, long b, long out[NREGS])
                      "mov $0x888888, %%r8\n\t"
                      "mov $0x999999, %%r9\n\t"
                      "mov $0xaaaaaa, %%r10\n\t"
+                     "mov $0xbbbbbb, %%r11\n\t"
                      "call keep_all\n\t"
                      "mov %%rdi, 0(%[o])\n\t"
                      "mov %%rsi, 8(%[o])\n\t"
@@ -48,6 +50,7 @@ NOINLINE long call_keeping(long a, long b, long out[NREGS])
                      "mov %%r8, 32(%[o])\n\t"
                      "mov %%r9, 40(%[o])\n\t"
                      "mov %%r10, 48(%[o])\n\t"
+                     "mov %%r11, 56(%[o])\n\t"
                      : "=a"(r)
                      : [a] "m"(a), [b] "m"(b), [o] "b"(out)
                      : "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "memory", "cc");
@@ -56,7 +59,7 @@ NOINLINE long call_keeping(long a, long b, long out[NREGS])
 
 NOINLINE int check_regs(long a, long b)
 {
-    const long want[NREGS] = {a, b, 0x1c1c1c, 0x2d2d2d, 0x888888, 0x999999, 0xaaaaaa};
+    const long want[NREGS] = {a, b, 0x1c1c1c, 0x2d2d2d, 0x888888, 0x999999, 0xaaaaaa, 0xbbbbbb};
     long got[NREGS];
     long r = call_keeping(a, b, got);
     char changed[128] = "";
