@@ -17,20 +17,28 @@
  * T is a duration with unit ns, us, ms or s; a bare number is in microseconds, like the
  * kernel's tracing_thresh. The settings themselves are settings.c's.
  *
- * The descriptors are guarded like the trace file's (fdguard.c) and used under its lock, so
- * that a program's dup2() onto their numbers never makes us read from or write to the
- * program's own files. The socket file is removed when the image ends (ftr_finish); a fork
- * child closes the copies it inherited and starts a server of its own.
+ * Descriptors: the server thread has a descriptor table of its own (unshare(CLONE_FILES)), in
+ * which it makes its socket and accepts connections, and from which it closes the copies of
+ * the program's descriptors at once. A descriptor is born at the lowest free number of its
+ * table: born in the program's, the number could be one the program has just closed and is
+ * about to dup2() onto, or close() again (soak run at 4402b35: limit-ctlreuse lost its file).
+ * In a table of our own, no number of ours is ever the program's, none is seen in
+ * /proc/self/fd, inherited by a fork child or closed by the program's close_range(). Other
+ * threads therefore never touch the server's descriptors: stopping it is a generation number
+ * it reads at least once a second. The socket file is removed when the image ends
+ * (ftr_finish); a fork child starts a server of its own.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -48,12 +56,13 @@
 #define CTL_FD_MIN 512    /* our descriptors sit above the program's (like the trace file's) */
 #define CTL_DEPTH_MAX 1000000u
 
-static atomic_int requested;             /* a server is to be started (at start, in a child) */
-static atomic_int running;               /* a server thread exists in this process */
-static atomic_int stopping;              /* the image ends: refuse further requests */
-static atomic_int quit;                  /* the server thread should end (socket file gone) */
-static int listen_fd = -1, conn_fd = -1; /* guarded by fdguard.c; used under ftr_fd_lock() */
-static int fds_protected;
+static atomic_int requested; /* a server is to be started (at start, in a child) */
+static atomic_int stopping;  /* the image ends: refuse further requests */
+/* Each server thread serves while gen holds the generation it was started with; starting and
+ * stopping one both bump it. serving: the generation of the current server, 0 for none. */
+static atomic_uint gen, serving;
+/* the server thread's own (in its own descriptor table) */
+static int listen_fd = -1, conn_fd = -1;
 static pid_t server_pid;  /* the process that bound sock_path */
 static char ctl_dir[256]; /* ftr_ctl_dir() as the process started (ftrace-ctl reads environ) */
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -77,34 +86,27 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Moves a new descriptor above CTL_FD_MIN. @return the descriptor to use. */
-static int high_fd(int fd)
+static int server_current(void)
 {
-    int high = fcntl(fd, F_DUPFD_CLOEXEC, CTL_FD_MIN);
-    if (high < 0) return fd;
-    close(fd);
-    return high;
+    unsigned s = atomic_load(&serving);
+    return s && s == atomic_load(&gen);
 }
 
-/* Takes *var's descriptor out of the guard's reach and closes it. */
-static void close_guarded(int *var)
+/* The server's descriptors are closed by the system call: fdguard.c's close() looks numbers up
+ * in the program's table, where ours may be the number of one of its own. */
+static void close_own(int *var)
 {
-    ftr_fd_lock();
-    int fd = *var;
+    if (*var >= 0) syscall(SYS_close, *var);
     *var = -1;
-    ftr_fd_unlock();
-    if (fd >= 0) close(fd);
 }
 
 /* ---- one connection ---- */
 
-/* Waits for events on the connection, in slices: were the descriptor moved (dup2), the poll
- * on the old number ends soon and the next one uses the new number. */
 static void wait_conn(short events, uint64_t deadline)
 {
     uint64_t now = now_ms();
     int ms = deadline > now ? (int)(deadline - now) : 0;
-    struct pollfd p = {.fd = __atomic_load_n(&conn_fd, __ATOMIC_RELAXED), .events = events};
+    struct pollfd p = {.fd = conn_fd, .events = events};
     poll(&p, 1, ms < 200 ? ms : 200);
 }
 
@@ -116,10 +118,8 @@ static int read_line(char *buf, uint64_t deadline)
     size_t len = 0;
     while (now_ms() < deadline) {
         wait_conn(POLLIN, deadline);
-        ftr_fd_lock();
         ssize_t n = recv(conn_fd, buf + len, CTL_LINE_MAX - len, MSG_DONTWAIT);
         int e = errno;
-        ftr_fd_unlock();
         if (n > 0) {
             char *nl = memchr(buf + len, '\n', (size_t)n);
             len += (size_t)n;
@@ -142,10 +142,8 @@ static void send_all(const struct ftr_buf *b, uint64_t deadline)
 {
     size_t off = 0;
     while (off < b->len && now_ms() < deadline) {
-        ftr_fd_lock();
         ssize_t n = send(conn_fd, b->data + off, b->len - off, MSG_DONTWAIT | MSG_NOSIGNAL);
         int e = errno;
-        ftr_fd_unlock();
         if (n > 0)
             off += (size_t)n;
         else if (n < 0 && e != EAGAIN && e != EINTR)
@@ -253,9 +251,7 @@ static void serve(uint64_t deadline)
     struct ftr_buf out = {0};
     struct ucred cred;
     socklen_t clen = sizeof cred;
-    ftr_fd_lock();
     int rc = getsockopt(conn_fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen);
-    ftr_fd_unlock();
     if (rc < 0) {
         add_error(&out, "cannot read the peer's credentials");
     } else if (cred.uid != geteuid() && cred.uid != 0) {
@@ -278,16 +274,12 @@ static void serve(uint64_t deadline)
     ftr_buf_free(&out);
     /* Closing with unread input would reset the connection, and the client could lose the
      * reply: say we are done, and read what the client still sends (briefly). */
-    ftr_fd_lock();
     shutdown(conn_fd, SHUT_WR);
-    ftr_fd_unlock();
     uint64_t end = now_ms() + 200;
     char sink[4096];
     for (int n = 0; n < 64 && now_ms() < end; n++) {
-        ftr_fd_lock();
         ssize_t r = recv(conn_fd, sink, sizeof sink, MSG_DONTWAIT);
         int e = errno;
-        ftr_fd_unlock();
         if (r == 0 || (r < 0 && e != EAGAIN && e != EINTR)) break;
         if (r < 0) wait_conn(POLLIN, end);
     }
@@ -295,7 +287,29 @@ static void serve(uint64_t deadline)
 
 /* ---- the server thread ---- */
 
-static int bind_socket(const char *path, char *why, size_t len);
+/* A listening socket at path (a stale file of a killed process with our pid is replaced), in
+ * the server's own table. @return it, or -1 with the reason in why. */
+static int bind_socket(const char *path, char *why, size_t len)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path) {
+        snprintf(why, len, "socket path %s is too long", path);
+        return -1;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        snprintf(why, len, "cannot create a socket: %s", strerror(errno));
+        return -1;
+    }
+    unlink(path);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 16) < 0) {
+        snprintf(why, len, "cannot listen on %s: %s", path, strerror(errno));
+        close_own(&fd);
+        return -1;
+    }
+    return fd;
+}
 
 /* Is listen_fd still our listening socket, bound to sock_path? */
 static int listening_ours(void)
@@ -304,71 +318,81 @@ static int listening_ours(void)
     socklen_t len = sizeof sa;
     int acc = 0;
     socklen_t alen = sizeof acc;
-    ftr_fd_lock();
-    int fd = listen_fd;
-    int ok = fd >= 0 && getsockname(fd, (struct sockaddr *)&sa, &len) == 0 &&
-             sa.sun_family == AF_UNIX && strcmp(sa.sun_path, sock_path) == 0 &&
-             getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &alen) == 0 && acc;
-    ftr_fd_unlock();
-    return ok;
+    return listen_fd >= 0 && getsockname(listen_fd, (struct sockaddr *)&sa, &len) == 0 &&
+           sa.sun_family == AF_UNIX && strcmp(sa.sun_path, sock_path) == 0 &&
+           getsockopt(listen_fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &alen) == 0 && acc;
 }
 
-/* The socket file is gone while we serve, or our descriptor was lost: listen on a new socket
- * at the same path. */
+/* The socket file is gone while we serve, or our socket is broken: listen on a new socket at
+ * the same path. */
 static void rebind_if_gone_or_lost(void)
 {
     struct stat st;
-    if ((pid_t)ftr_getpid() != server_pid) return;
-    if (__atomic_load_n(&listen_fd, __ATOMIC_RELAXED) >= 0 &&
-        (lstat(sock_path, &st) == 0 || errno != ENOENT))
-        return;
+    if (listen_fd >= 0 && (lstat(sock_path, &st) == 0 || errno != ENOENT)) return;
     char why[600];
     int fd = bind_socket(sock_path, why, sizeof why);
     if (fd < 0) return; /* tried again at the next idle second */
-    ftr_fd_lock();
-    int old = listen_fd;
+    close_own(&listen_fd);
     listen_fd = fd;
-    ftr_fd_unlock();
-    if (old >= 0) close(old);
+}
+
+/* Makes the calling thread's descriptor table its own, holding only keep (moved above
+ * CTL_FD_MIN) and, at 0, 1 and 2, the two ends of a pipe: a message of ours (ftr_msg writes to
+ * 2) then fails there, and no connection of ours is ever number 2. The copies of the program's
+ * descriptors are closed (kept, a pipe's write end would keep its reader from seeing the end).
+ * @return keep's new number, or -1. */
+static int own_table(int keep)
+{
+    int high = (int)syscall(SYS_fcntl, keep, F_DUPFD_CLOEXEC, CTL_FD_MIN);
+    if (high < 0) return -1;
+    if (syscall(SYS_close_range, 0u, (unsigned)high - 1, 0u) < 0 ||
+        syscall(SYS_close_range, (unsigned)high + 1, ~0u, 0u) < 0) {
+        struct rlimit rl; /* before Linux 5.9: one by one */
+        unsigned max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (1u << 20)
+                           ? (unsigned)rl.rlim_cur
+                           : 1u << 20;
+        for (unsigned fd = 0; fd < max; fd++)
+            if ((int)fd != high) syscall(SYS_close, fd);
+    }
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) == 0) syscall(SYS_fcntl, p[0], F_DUPFD_CLOEXEC, 0);
+    return high;
 }
 
 static void *server_main(void *arg)
 {
-    (void)arg;
+    unsigned me = (unsigned)(uintptr_t)arg;
     sigset_t all;
     sigfillset(&all);
     ftr_sigguard_real_sigmask(SIG_SETMASK, &all, NULL);
     ftr_thread_off();
     ftr_stw_ignore((int)syscall(SYS_gettid));
+    char why[600] = "";
+    if (syscall(SYS_unshare, CLONE_FILES) < 0)
+        snprintf(why, sizeof why, "cannot have a descriptor table of its own: %s", strerror(errno));
+    else if ((listen_fd = bind_socket(sock_path, why, sizeof why)) >= 0 && ftr_cfg.verbose)
+        ftr_msg("control: listening on %s", sock_path);
+    if (listen_fd < 0) {
+        ftr_msg("control: %s; not listening for ftrace-ctl", why); /* fd 2 is still stderr */
+        atomic_compare_exchange_strong(&serving, &me, 0);
+        return NULL;
+    }
+    listen_fd = own_table(listen_fd);
     int failures = 0; /* in a row: past a few, slow down (never spin) */
-    while (!atomic_load(&stopping) && !atomic_load(&quit) && failures < 1000) {
-        int fd = __atomic_load_n(&listen_fd, __ATOMIC_RELAXED);
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        int r = poll(&p, 1, 1000);
-        if (atomic_load(&stopping) || atomic_load(&quit)) break;
+    while (atomic_load(&gen) == me && failures < 1000) {
+        struct pollfd p = {.fd = listen_fd, .events = POLLIN};
+        int r = listen_fd >= 0 ? poll(&p, 1, 1000) : (sleep(1), 0);
+        if (atomic_load(&gen) != me) break;
         if (r == 0) rebind_if_gone_or_lost(); /* the socket file removed (by hand, /tmp cleaner) */
         if (r <= 0) continue;
-        /* A number the program took over since has moved ours (dup2): look again. Otherwise a
-         * socket that is broken, closed or no longer ours (a raw close_range() freed our
-         * number, and the program's next socket got it): never touch it, listen anew. */
-        if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) &&
-            fd != __atomic_load_n(&listen_fd, __ATOMIC_RELAXED))
-            continue;
         if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) || !listening_ours()) {
-            ftr_fd_lock();
-            listen_fd = -1;
-            ftr_fd_unlock();
+            close_own(&listen_fd); /* broken: listen anew */
             rebind_if_gone_or_lost();
             continue;
         }
-        ftr_fd_numbers_claim(); /* the program closes or dup2()s no number meanwhile */
-        ftr_fd_lock();
-        int c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        int e = errno;
-        if (c >= 0) conn_fd = high_fd(c);
-        ftr_fd_unlock();
-        ftr_fd_numbers_release();
-        if (c < 0) {
+        conn_fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (conn_fd < 0) {
+            int e = errno;
             if (e != EAGAIN && e != EINTR && e != ECONNABORTED && e != EMFILE && e != ENFILE &&
                 e != ENOBUFS && e != ENOMEM)
                 break; /* broken */
@@ -380,12 +404,13 @@ static void *server_main(void *arg)
         }
         failures = 0;
         serve(now_ms() + CTL_IO_MS);
-        close_guarded(&conn_fd);
+        close_own(&conn_fd);
     }
-    if (!atomic_load(&stopping) && (pid_t)ftr_getpid() == server_pid) unlink(sock_path);
-    close_guarded(&listen_fd);
-    atomic_store(&running, 0);
-    return NULL;
+    /* still the current server (it broke): nobody else will remove the socket file */
+    if (atomic_compare_exchange_strong(&serving, &me, 0) && !atomic_load(&stopping))
+        unlink(sock_path);
+    close_own(&listen_fd);
+    return NULL; /* the table goes with the thread */
 }
 
 /* The socket directory: created 0700, or else it must be a directory of ours that nobody
@@ -414,34 +439,6 @@ static int check_dir(char *why, size_t len)
     return -1;
 }
 
-/* A listening socket at path (a stale file of a killed process with our pid is replaced),
- * above CTL_FD_MIN. @return it, or -1 with the reason in why. */
-static int bind_socket(const char *path, char *why, size_t len)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof sa.sun_path) {
-        snprintf(why, len, "socket path %s is too long", path);
-        return -1;
-    }
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    ftr_fd_numbers_claim();
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    int e = errno;
-    if (fd >= 0) fd = high_fd(fd);
-    ftr_fd_numbers_release();
-    if (fd < 0) {
-        snprintf(why, len, "cannot create a socket: %s", strerror(e));
-        return -1;
-    }
-    unlink(path);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 16) < 0) {
-        snprintf(why, len, "cannot listen on %s: %s", path, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 static void start_server(void)
 {
     char why[600];
@@ -458,24 +455,12 @@ static void start_server(void)
         ftr_msg("control: socket path %s is too long; not listening for ftrace-ctl", path);
         return;
     }
-    int fd = bind_socket(path, why, sizeof why);
-    if (fd < 0) {
-        ftr_msg("control: %s; not listening for ftrace-ctl", why);
-        return;
-    }
     memcpy(sock_path, path, strlen(path) + 1);
     server_pid = (pid_t)ftr_getpid();
-    if (!fds_protected) {
-        ftr_fd_protect(&listen_fd);
-        ftr_fd_protect(&conn_fd);
-        fds_protected = 1;
-    }
-    ftr_fd_lock();
-    listen_fd = fd;
-    ftr_fd_unlock();
     atomic_store(&stopping, 0);
-    atomic_store(&quit, 0);
-    atomic_store(&running, 1);
+    unsigned me = atomic_fetch_add(&gen, 1) + 1;
+    if (!me) me = atomic_fetch_add(&gen, 1) + 1; /* 0 means none */
+    atomic_store(&serving, me);
 
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -484,17 +469,13 @@ static void start_server(void)
     sigfillset(&all);
     ftr_sigguard_real_sigmask(SIG_SETMASK, &all, &old);
     pthread_t th;
-    int rc = ftr_create_own_thread(&th, &attr, server_main, NULL);
+    int rc = ftr_create_own_thread(&th, &attr, server_main, (void *)(uintptr_t)me);
     ftr_sigguard_real_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     if (rc) {
         ftr_msg("control: cannot start the server thread: %s", strerror(rc));
-        unlink(sock_path);
-        close_guarded(&listen_fd);
-        atomic_store(&running, 0);
-        return;
+        atomic_store(&serving, 0);
     }
-    if (ftr_cfg.verbose) ftr_msg("control: listening on %s", sock_path);
 }
 
 void ftr_control_poll(void)
@@ -508,19 +489,18 @@ void ftr_control_poll(void)
         return;
     }
     finished = 0;
-    struct stat st;
-    if (!atomic_load(&running)) {
-        start_server();
-    } else if ((pid_t)ftr_getpid() == server_pid && lstat(sock_path, &st) < 0 && errno == ENOENT) {
-        /* Asked again while serving, and the socket file is gone (removed by hand, or by a
-         * /tmp cleaner): stop this server; ftrace-ctl asks again, and the next poll starts a
-         * new one. */
-        atomic_store(&quit, 1);
-        ftr_fd_lock();
-        if (listen_fd >= 0) shutdown(listen_fd, SHUT_RDWR);
-        ftr_fd_unlock();
-    }
+    if (!server_current()) start_server();
     pthread_mutex_unlock(&start_lock);
+}
+
+/* The image ends: no request is carried out from here on, and the server thread ends within a
+ * second (or with the process). */
+static void stop_server(void)
+{
+    atomic_store(&stopping, 1);
+    atomic_store(&serving, 0);
+    atomic_fetch_add(&gen, 1);
+    unlink(sock_path);
 }
 
 void ftr_control_cleanup(void)
@@ -528,19 +508,14 @@ void ftr_control_cleanup(void)
     pthread_mutex_lock(&start_lock);
     finished = 1;
     finished_writer = ftr_writer_tid;
-    if (atomic_load(&running) && (pid_t)ftr_getpid() == server_pid) {
+    if (server_current() && (pid_t)ftr_getpid() == server_pid) {
         /* let a request being carried out finish (bounded: never hang an exiting process) */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 2;
         int locked = pthread_mutex_timedlock(&cmd_lock, &ts) == 0;
-        atomic_store(&stopping, 1);
+        stop_server();
         if (locked) pthread_mutex_unlock(&cmd_lock);
-        unlink(sock_path);
-        ftr_fd_lock();
-        if (listen_fd >= 0)
-            shutdown(listen_fd, SHUT_RDWR); /* wakes the server thread, which then ends */
-        ftr_fd_unlock();
     }
     pthread_mutex_unlock(&start_lock);
 }
@@ -549,29 +524,21 @@ void ftr_control_cleanup_fast(void)
 {
     finished = 1;
     finished_writer = ftr_writer_tid;
-    if (!atomic_load(&running) || (pid_t)ftr_getpid() != server_pid) return;
-    atomic_store(&stopping, 1); /* a request being carried out is not waited for */
-    unlink(sock_path);
-    int fd = __atomic_load_n(&listen_fd, __ATOMIC_RELAXED);
-    if (fd >= 0) shutdown(fd, SHUT_RDWR);
+    if (server_current() && (pid_t)ftr_getpid() == server_pid)
+        stop_server(); /* a request being carried out is not waited for */
 }
 
-/* A fork child has no server thread: forget it, and close the copies of its descriptors (the
- * socket file stays the parent's). close() would spare them: they are still guarded. The
- * child's writer thread starts the child's own server. */
+/* A fork child has no server thread, and none of its descriptors (they are in the thread's own
+ * table; the socket file stays the parent's). The child's writer thread starts the child's own
+ * server. */
 static void control_child_after_fork(void)
 {
     atomic_store(&requested, 1);
     pthread_mutex_init(&cmd_lock, NULL);
     pthread_mutex_init(&start_lock, NULL);
     finished = 0;
-    if (!atomic_load(&running)) return;
-    atomic_store(&running, 0);
+    atomic_store(&serving, 0);
     atomic_store(&stopping, 0);
-    int fds[2] = {listen_fd, conn_fd};
-    listen_fd = conn_fd = -1;
-    for (int i = 0; i < 2; i++)
-        if (fds[i] >= 0) syscall(SYS_close, fds[i]);
 }
 
 __attribute__((constructor)) static void control_init(void)

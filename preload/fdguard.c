@@ -12,14 +12,11 @@
  * ftr_fd_protect(): the guard keeps a pointer to each variable holding one, so that a move
  * updates it; their owner uses them only under the lock, or tolerates a stale number.
  *
- * A descriptor of ours is born at the lowest free number (accept4(), socket(), open()) and
- * moved above 512 at once; meanwhile the program may close() that number or dup2() onto it,
- * believing it free, and the move would then take the program's file and close its number.
- * ftr_fd_numbers_claim() makes that moment exclusive: the program's close/dup calls count
- * themselves in while they run, a claim waits until none runs, and calls that find a claim
- * wait for it to end (microseconds). Not a mutex: close() may be called in a signal handler,
- * also one that interrupted close() itself (a thread already inside goes on); and a call that
- * never leaves (cancelled inside close()) holds a claim up for 200 µs at most, never for good.
+ * A descriptor of ours is born at the lowest free number (open(), socket()): one born while the
+ * program's threads run could be a number the program has just closed and is about to dup2()
+ * onto, and our move above 512 would then take the program's file and close its number. So
+ * ours are opened where no other thread of the program runs (the constructor, a fork child's
+ * handler), and the control server makes its own in a descriptor table of its own (control.c).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -43,63 +40,9 @@ void ftr_fd_unlock(void)
 {
     pthread_mutex_unlock(&fd_lock);
 }
-static atomic_int numbers_claimed, numbers_users;
-static __thread int numbers_depth __attribute__((tls_model("initial-exec")));
-
 void ftr_fd_lock_reset(void)
 {
     pthread_mutex_init(&fd_lock, NULL);
-    atomic_store(&numbers_claimed, 0); /* a fork child: only this thread is left */
-    atomic_store(&numbers_users, 0);
-    numbers_depth = 0;
-}
-
-/* Around the program's calls that close or replace a descriptor by its number. */
-static void numbers_enter(void)
-{
-    if (numbers_depth++ > 0) return; /* nested: a signal handler, or our own claim */
-    for (;;) {
-        atomic_fetch_add(&numbers_users, 1);
-        if (!atomic_load(&numbers_claimed)) return;
-        atomic_fetch_sub(&numbers_users, 1);
-        while (atomic_load(&numbers_claimed))
-            sched_yield();
-    }
-}
-static void numbers_leave(void)
-{
-    if (--numbers_depth == 0) atomic_fetch_sub(&numbers_users, 1);
-}
-
-/* A call counted in may never leave: a thread cancelled inside close() (a cancellation point),
- * a handler's siglongjmp out of one. So a claim waits for the calls running at most this long,
- * then goes on without them (the program's calls wait at most that for a claim). */
-#define CLAIM_WAIT_NS 200000
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-void ftr_fd_numbers_claim(void)
-{
-    numbers_depth++; /* our own close() of the low number goes through */
-    atomic_store(&numbers_claimed, 1);
-    for (uint64_t until = 0; atomic_load(&numbers_users);) {
-        uint64_t now = mono_ns();
-        if (!until)
-            until = now + CLAIM_WAIT_NS;
-        else if (now >= until)
-            break;
-        sched_yield();
-    }
-}
-void ftr_fd_numbers_release(void)
-{
-    atomic_store(&numbers_claimed, 0);
-    numbers_depth--;
 }
 
 #define MAX_PROTECTED 4
@@ -179,12 +122,7 @@ EXPORT int close(int fd)
 {
     if (ours(fd)) return 0;
     close_fn fn = NEXT(real_close, "close");
-    numbers_enter();
-    int rc = fn(fd);
-    int e = errno;
-    numbers_leave();
-    errno = e;
-    return rc;
+    return fn(fd);
 }
 
 /* The program wants our number: give ours another one first. */
@@ -203,25 +141,15 @@ EXPORT int dup2(int oldfd, int newfd)
 {
     if (ours(oldfd) && oldfd == newfd) return newfd;
     dup2_fn fn = NEXT(real_dup2, "dup2");
-    numbers_enter();
     move_away(newfd);
-    int rc = fn(oldfd, newfd);
-    int e = errno;
-    numbers_leave();
-    errno = e;
-    return rc;
+    return fn(oldfd, newfd);
 }
 
 EXPORT int dup3(int oldfd, int newfd, int flags)
 {
     dup3_fn fn = NEXT(real_dup3, "dup3");
-    numbers_enter();
     move_away(newfd);
-    int rc = fn(oldfd, newfd, flags);
-    int e = errno;
-    numbers_leave();
-    errno = e;
-    return rc;
+    return fn(oldfd, newfd, flags);
 }
 
 static int ranges_around_ours(close_range_fn fn, unsigned first, unsigned last, int flags);
@@ -233,12 +161,7 @@ EXPORT int close_range(unsigned first, unsigned last, int flags)
         errno = ENOSYS;
         return -1;
     }
-    numbers_enter();
-    int rc = ranges_around_ours(fn, first, last, flags);
-    int e = errno;
-    numbers_leave();
-    errno = e;
-    return rc;
+    return ranges_around_ours(fn, first, last, flags);
 }
 
 static int ranges_around_ours(close_range_fn fn, unsigned first, unsigned last, int flags)
@@ -266,7 +189,5 @@ EXPORT void closefrom(int lowfd)
     }
     closefrom_fn fn = NEXT(real_closefrom, "closefrom");
     if (!fn) return;
-    numbers_enter();
     fn(lowfd);
-    numbers_leave();
 }

@@ -240,27 +240,30 @@ int ftr_finish(uint32_t how, int code)
  * of the program has ended since: without our threads the process would be over (glibc's last
  * thread calls exit(0); the kernel ends a group with no thread left). */
 static int stat_fd = -1; /* /proc/<pid>/stat, above the program's numbers; guarded by fdguard.c */
+static pid_t stat_pid;
 
 /* Opened where no other thread of the program runs (the constructor, a fork child's handler),
- * then kept: a descriptor the writer opened for a moment, periodically, took the lowest free
- * number, which the program could dup2() onto meanwhile; the writer's close() then closed the
- * program's file (soak run 12 at 04bffc6: limit-dup2; case limit-fdreuse). */
+ * then kept, also across an exec that failed (it is the same process): a descriptor born while
+ * the program's threads run takes the lowest free number, which the program could be about to
+ * dup2() onto; our move and close() would then take its file (soak run 12 at 04bffc6:
+ * limit-dup2; case limit-fdreuse). */
 void ftr_program_watch(void)
 {
+    pid_t pid = (pid_t)ftr_getpid();
+    if (stat_fd >= 0 && stat_pid == pid) return;
     if (stat_fd >= 0) {
         ftr_fd_unprotect(&stat_fd);
         close(stat_fd); /* a fork child: the parent's */
         stat_fd = -1;
     }
     char path[64];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)ftr_getpid());
-    ftr_fd_numbers_claim(); /* after a failed exec, the program's threads run */
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     int high = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 512) : -1;
     if (fd >= 0) close(fd);
-    ftr_fd_numbers_release();
     if (high < 0) return;
     stat_fd = high;
+    stat_pid = pid;
     ftr_fd_protect(&stat_fd);
 }
 

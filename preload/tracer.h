@@ -382,14 +382,10 @@ void ftr_fd_lock_reset(void) FTR_HIDDEN; /* fork child */
 void ftr_settings_lock(int how) FTR_HIDDEN;
 void ftr_modules_lock(int how) FTR_HIDDEN;
 void ftr_writer_lock(int how) FTR_HIDDEN;
-/* Further descriptors of ours (the control socket): *fd is guarded like the trace file's, and
+/* Further descriptors of ours (/proc/PID/stat): *fd is guarded like the trace file's, and
  * updated (under the lock) when a dup2() onto it moves it. At most 4. */
 void ftr_fd_protect(int *fd) FTR_HIDDEN;
 void ftr_fd_unprotect(int *fd) FTR_HIDDEN;
-/* Around making a descriptor of ours (it takes the lowest free number) and moving it above
- * 512: the program's close(), dup2() & co. of a number wait meanwhile. Never from a hook. */
-void ftr_fd_numbers_claim(void) FTR_HIDDEN;
-void ftr_fd_numbers_release(void) FTR_HIDDEN;
 
 /* init.c */
 void ftr_msg(const char *fmt, ...) FTR_HIDDEN __attribute__((format(printf, 1, 2)));

@@ -467,7 +467,8 @@ void ftr_writer_reset(int after_fork)
 
 int ftr_writer_start(char *err, size_t errlen)
 {
-    ftr_program_watch(); /* still alone here: the constructor, a fork child's handler */
+    ftr_program_watch(); /* alone: the constructor, a fork child's handler (after an exec that
+                          * failed it keeps the one it has) */
     if (!enc && !w_lazy) enc = ftr_enc_new(ftr_cfg.zstd_level); /* lazy: begin_image makes it */
     scratch_n = ftr_cfg.chunk_bytes / sizeof(struct ftr_rec);
     if (!scratch) scratch = malloc(scratch_n * sizeof *scratch);

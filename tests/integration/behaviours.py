@@ -867,6 +867,9 @@ CASES = {
     # ... and after a thread was cancelled inside close()
     "limit-cancelclose": Case("blimits.c", ["cancelclose"], exact(
         [{"main": 1, "main;phase1": 100, "main;phase1;leaf": 100}])),
+    # the control server's sockets are not among the program's descriptors
+    "limit-sockets": Case("blimits.c", ["sockets"], exact(
+        [{"main": 1, "main;phase1": 1, "main;phase1;leaf": 1}])),
 }
 
 

@@ -25,6 +25,10 @@
  *             the tracer's control server is asked for its status once, and the program
  *             closes and dup2()s in 100 rounds of phase1 -> leaf: nothing may hang. Exit 106.
  *             tree: {main 1, main;phase1 100, main;phase1;leaf 100}
+ *   sockets   asks the tracer's control server for its status (so that it surely runs and has
+ *             served), then counts the sockets among its descriptors (/proc/self/fd): the
+ *             tracer's are none of the program's business. Prints "sockets: 0", exit 107.
+ *             tree: {main 1, main;phase1 1, main;phase1;leaf 1}
  * The program reads its file back and says whether it is intact; the test checks it too. */
 #include <fcntl.h>
 #include <pthread.h>
@@ -245,6 +249,19 @@ int main(int argc, char **argv)
         printf("cancelclose: %s, 100 rounds\n", res == PTHREAD_CANCELED ? "cancelled" : "ran");
         return 106;
     }
-    fprintf(stderr, "usage: blimits deep|closefds|dup2|reuse|ctlreuse|cancelclose\n");
+    if (!strcmp(mode, "sockets")) {
+        ask_status(getpid());
+        int n = 0;
+        for (int fd = 0; fd < 4096; fd++) {
+            char link[64], target[256];
+            snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+            ssize_t len = readlink(link, target, sizeof target - 1);
+            if (len > 0 && !strncmp(target, "socket:", 7)) n++;
+        }
+        phase1();
+        printf("sockets: %d\n", n);
+        return 107;
+    }
+    fprintf(stderr, "usage: blimits deep|closefds|dup2|reuse|ctlreuse|cancelclose|sockets\n");
     return 2;
 }
