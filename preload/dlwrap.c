@@ -38,7 +38,10 @@ __attribute__((visibility("default"))) void *dlopen(const char *file, int mode)
         if (!h && file && !strchr(file, '/'))
             h = real_dlopen(file, mode); /* same error message as without us */
     }
-    if (h && !(mode & RTLD_NOLOAD)) ftr_modules_rescan();
+    if (h && !(mode & RTLD_NOLOAD)) {
+        ftr_modules_rescan();
+        ftr_libunwind_resolve(); /* a library linked with -lunwind, opened RTLD_GLOBAL */
+    }
     ftr_modules_lock(0);
     return h;
 }

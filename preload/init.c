@@ -662,6 +662,7 @@ static int open_output(void)
 __attribute__((constructor)) static void ftr_init(void)
 {
     char err[512];
+    ftr_libunwind_resolve(); /* first: its wrappers forward whether we trace or not */
     read_config();
     start_clocks(1);
     ftr_g.pid = ftr_getpid();

@@ -14,8 +14,9 @@
  *    pthread_exit() and pthread_cancel(), whichever copy of the unwinder runs them) meet the
  *    pseudo-frame of tramp_x86_64.S, whose personality (ftr_unwind_personality below) puts the
  *    real address back in the slot just before the unwinder reads it. Those that do not
- *    (backtrace(), _Unwind_Backtrace()) are wrapped: the real addresses of the frames above
- *    the caller are put back for the walk, and hooked again after it.
+ *    (backtrace(), _Unwind_Backtrace(), and the libunwind project's, unwind_libunwind.c) are
+ *    wrapped: the real addresses of the frames above the caller are put back for the walk,
+ *    and hooked again after it, or the walk is corrected frame by frame.
  *
  * Each wrapper forwards to the next definition (RTLD_NEXT), looked up on first use.
  */
@@ -110,6 +111,12 @@ static uintptr_t real_return(const struct ftr_tls *t, uintptr_t slot)
     return q.ret;
 }
 
+uintptr_t ftr_walk_real_return(uintptr_t slot)
+{
+    const struct ftr_tls *t = &ftr_tls;
+    return t->shadow_base ? real_return(t, slot) : 0;
+}
+
 /* Puts the real return address back in the hooked slots of this thread above `above` (0:
  * every slot), marking those entries when mark (they are hooked again by rehook_marked()).
  * Entries being filled or emptied (slot 0) are skipped: a signal handler may run this in the
@@ -191,14 +198,14 @@ FTR_HIDDEN int ftr_unwind_personality(int version, int actions, uint64_t exc_cla
  * slots alone (the walk it interrupted has them unhooked; it would hook them again under it). */
 static __thread int walking __attribute__((tls_model("initial-exec")));
 
-static void walk_begin(uintptr_t here)
+void ftr_walk_begin(uintptr_t here)
 {
     if (walking++) return;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     unhook_all(here, 1);
 }
 
-static void walk_end(void)
+void ftr_walk_end(void)
 {
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     if (walking == 1) rehook_marked();
@@ -211,13 +218,13 @@ static backtrace_fn real_backtrace;
 
 /* A return address into ftr_tramp_through: the frame of a called-through function's caller
  * side, which the program must not see (it walks on to the real caller from there). */
-static int ours(uintptr_t ip)
+int ftr_walk_ours(uintptr_t ip)
 {
     return ip > (uintptr_t)ftr_tramp_through && ip <= (uintptr_t)ftr_tramp_through_end;
 }
 
 /* Called-through frames above here: each adds one frame of ours to a walk. */
-static int through_above(uintptr_t here)
+int ftr_walk_through_above(uintptr_t here)
 {
     const struct ftr_tls *t = &ftr_tls;
     int n = 0;
@@ -236,7 +243,7 @@ EXPORT int backtrace(void **array, int size)
     if (size <= 0) return real(array, size);
     enum { ON_STACK = 128 };
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-    int want = size + 1 + through_above(here);
+    int want = size + 1 + ftr_walk_through_above(here);
     void *small[ON_STACK + 1], **buf = small;
     size_t bytes = 0;
     if (want > ON_STACK + 1) {
@@ -244,11 +251,11 @@ EXPORT int backtrace(void **array, int size)
         buf = ftr_mmap_zero(bytes);
         if (!buf) return real(array, size); /* no memory: what the walk finds */
     }
-    walk_begin(here);
+    ftr_walk_begin(here);
     int got = real(buf, want), n = 0;
-    walk_end();
+    ftr_walk_end();
     for (int i = 1; i < got && n < size; i++)
-        if (!ours((uintptr_t)buf[i])) array[n++] = buf[i];
+        if (!ftr_walk_ours((uintptr_t)buf[i])) array[n++] = buf[i];
     if (bytes) ftr_munmap(buf, bytes);
     return n;
 }
@@ -275,7 +282,7 @@ static int trace_one(struct _Unwind_Context *ctx, void *p)
         a->skip = 0;
         return 0;
     }
-    if (get_ip && ours(get_ip(ctx))) return 0; /* a called-through frame's: walk on */
+    if (get_ip && ftr_walk_ours(get_ip(ctx))) return 0; /* a called-through frame's: walk on */
     if (get_ip && get_cfa && get_ip(ctx) == (uintptr_t)ftr_tramp_return) {
         uintptr_t cfa = get_cfa(ctx);
         if (cfa == a->last_cfa) return 5; /* _URC_END_OF_STACK */
@@ -290,9 +297,9 @@ EXPORT int _Unwind_Backtrace(trace_fn fn, void *arg)
     if (!get_ip) get_ip = (get_fn)dlsym(RTLD_NEXT, "_Unwind_GetIP");
     if (!get_cfa) get_cfa = (get_fn)dlsym(RTLD_NEXT, "_Unwind_GetCFA");
     struct trace_arg a = {fn, arg, 1, 0};
-    walk_begin((uintptr_t)__builtin_frame_address(0));
+    ftr_walk_begin((uintptr_t)__builtin_frame_address(0));
     int rc = real(trace_one, &a);
-    walk_end();
+    ftr_walk_end();
     return rc;
 }
 

@@ -784,6 +784,15 @@ CASES = {
     "unwind-backtrace-signal": Case("bunwind.c", ["signal"], exact([{
         "main": 1, "main;f1": 1, "main;f1;f2": 1, "main;f1;f2;f3": 1,
         "main;f1;f2;f3;on_usr1": 1}]), cflags="-rdynamic", variant="rdynamic"),
+    # the libunwind project's unwinder (-lunwind): unw_step() from inside traced frames, in a
+    # signal handler, twice in a row (the frames must still return through their hooks), and
+    # unw_backtrace()
+    **{"unwind-libunwind-" + m: Case("blibunwind.c", [m], exact([dict(
+        {"main": 1, "main;f1": 1, "main;f1;f2": 1, "main;f1;f2;f3": 1},
+        **({"main;f1;f2;f3;on_usr1": 1} if m == "signal" else
+           {"main;f1;f2;f3;show": 1, "main;f1;f2;f3;show;after": 1}))]),
+        cflags="-rdynamic -Wl,--no-as-needed -lunwind", variant="rdynamic")
+       for m in ("step", "bt", "signal", "twice")},
     # pthread_cancel() of a thread inside traced frames: every cleanup handler and destructor
     # runs (the forced unwind walks through the hooked slots), each nested where it runs
     "cancel-deferred": Case("bcancel.c", ["deferred"], exact([{"main": 1}, CANCEL_TREE])),
