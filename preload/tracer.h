@@ -193,15 +193,17 @@ void ftr_hook_through_exit(uintptr_t *slot) FTR_HIDDEN;
 void ftr_close_frames_below(uintptr_t sp, int inclusive) FTR_HIDDEN;
 void ftr_close_all_frames(void) FTR_HIDDEN;
 /* For walks of this thread's stack (unwind.c, unwind_libunwind.c): the real return address of
- * the frame hooked at slot (0: none); a return address into ftr_tramp_through (a frame the
- * program must not see); how many called-through frames lie above here; and around a walk
- * that reads return addresses from the stack, every hooked slot above here given its real
- * address (a walk nested in a signal handler's leaves them to the outer one). */
+ * the frame hooked at slot (0: none); a return address into libftrace.so (ftr_tramp_through, a
+ * wrapper of ours: a frame the program must not see); how many called-through frames lie
+ * above here; around a walk that reads return addresses from the stack, every hooked slot
+ * above here given its real address (a walk nested in a signal handler's leaves them to the
+ * outer one); and a backtrace()-like walk into array without our frames, as untraced. */
 uintptr_t ftr_walk_real_return(uintptr_t slot) FTR_HIDDEN;
 int ftr_walk_ours(uintptr_t ip) FTR_HIDDEN;
 int ftr_walk_through_above(uintptr_t here) FTR_HIDDEN;
 void ftr_walk_begin(uintptr_t here) FTR_HIDDEN;
 void ftr_walk_end(void) FTR_HIDDEN;
+int ftr_walk_buffered(int (*walk)(void **, int), void **array, int size) FTR_HIDDEN;
 /* unwind_libunwind.c: looks the libunwind project's functions up, where no signal can be inside
  * the dynamic linker's lock (the constructor, after a dlopen()) */
 void ftr_libunwind_resolve(void) FTR_HIDDEN;

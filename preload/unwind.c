@@ -216,11 +216,16 @@ void ftr_walk_end(void)
 typedef int (*backtrace_fn)(void **, int);
 static backtrace_fn real_backtrace;
 
-/* A return address into ftr_tramp_through: the frame of a called-through function's caller
- * side, which the program must not see (it walks on to the real caller from there). */
+/* libftrace.so from its ELF header to the end of its text (link-time symbols: no look-up) */
+extern const char __ehdr_start[] FTR_HIDDEN;
+extern const char __etext[] FTR_HIDDEN;
+
+/* A return address into libftrace.so: ftr_tramp_through (the caller side of a called-through
+ * function) or a wrapper of ours the program called. The program would not see that frame
+ * untraced; a walk goes on to the real caller from there. */
 int ftr_walk_ours(uintptr_t ip)
 {
-    return ip > (uintptr_t)ftr_tramp_through && ip <= (uintptr_t)ftr_tramp_through_end;
+    return ip >= (uintptr_t)__ehdr_start && ip < (uintptr_t)__etext;
 }
 
 /* Called-through frames above here: each adds one frame of ours to a walk. */
@@ -233,31 +238,36 @@ int ftr_walk_through_above(uintptr_t here)
     return n;
 }
 
-/* glibc's backtrace(): the walk would start with our own frame, and pass the frames of
- * ftr_tramp_through, which the caller must not see, so it is made into a buffer that much
- * longer (on the stack, or mmap'ed when large: no allocation, as the caller may be a crash
+/* walk(buf, n) records return addresses from its caller up (glibc's backtrace(), libunwind's
+ * unw_backtrace()): it would start with our own frames (this one and the wrapper's) and pass
+ * those of ftr_tramp_through, which the program must not see, so it is made into a buffer that
+ * much longer (on the stack, or mmap'ed when large: no allocation, as the caller may be a crash
  * handler) and the rest copied out. */
-EXPORT int backtrace(void **array, int size)
+int ftr_walk_buffered(int (*walk)(void **, int), void **array, int size)
 {
-    backtrace_fn real = NEXT(real_backtrace, "backtrace");
-    if (size <= 0) return real(array, size);
-    enum { ON_STACK = 128 };
+    if (size <= 0) return walk(array, size);
+    enum { ON_STACK = 128, OURS = 2 };
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-    int want = size + 1 + ftr_walk_through_above(here);
-    void *small[ON_STACK + 1], **buf = small;
+    int want = size + OURS + ftr_walk_through_above(here);
+    void *small[ON_STACK + OURS], **buf = small;
     size_t bytes = 0;
-    if (want > ON_STACK + 1) {
+    if (want > ON_STACK + OURS) {
         bytes = (size_t)want * sizeof(void *);
         buf = ftr_mmap_zero(bytes);
-        if (!buf) return real(array, size); /* no memory: what the walk finds */
+        if (!buf) return walk(array, size); /* no memory: what the walk finds */
     }
     ftr_walk_begin(here);
-    int got = real(buf, want), n = 0;
+    int got = walk(buf, want), n = 0;
     ftr_walk_end();
-    for (int i = 1; i < got && n < size; i++)
+    for (int i = 0; i < got && n < size; i++)
         if (!ftr_walk_ours((uintptr_t)buf[i])) array[n++] = buf[i];
     if (bytes) ftr_munmap(buf, bytes);
     return n;
+}
+
+EXPORT int backtrace(void **array, int size)
+{
+    return ftr_walk_buffered(NEXT(real_backtrace, "backtrace"), array, size);
 }
 
 /* _Unwind_Backtrace() (libgcc_s, when the program calls it itself) */
@@ -282,11 +292,13 @@ static int trace_one(struct _Unwind_Context *ctx, void *p)
         a->skip = 0;
         return 0;
     }
-    if (get_ip && ftr_walk_ours(get_ip(ctx))) return 0; /* a called-through frame's: walk on */
-    if (get_ip && get_cfa && get_ip(ctx) == (uintptr_t)ftr_tramp_return) {
+    uintptr_t ip = get_ip ? get_ip(ctx) : 0;
+    if (ip == (uintptr_t)ftr_tramp_return && get_cfa) {
         uintptr_t cfa = get_cfa(ctx);
         if (cfa == a->last_cfa) return 5; /* _URC_END_OF_STACK */
         a->last_cfa = cfa;
+    } else if (ftr_walk_ours(ip)) {
+        return 0; /* ftr_tramp_through's, or a wrapper of ours: walk on */
     }
     return a->fn(ctx, a->arg);
 }

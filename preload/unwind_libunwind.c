@@ -26,7 +26,6 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <link.h>
 #include <string.h>
 
 #include "tracer.h"
@@ -50,25 +49,6 @@ struct lu_api {
 static struct lu_api local_api = {"_ULx86_64_step", "_ULx86_64_get_reg", "_ULx86_64_set_reg"};
 static struct lu_api generic_api = {"_Ux86_64_step", "_Ux86_64_get_reg", "_Ux86_64_set_reg"};
 static lu_backtrace_fn real_lu_backtrace;
-static uintptr_t self_lo, self_hi; /* libftrace.so's executable segment */
-
-static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    (void)size, (void)arg;
-    uintptr_t here = (uintptr_t)ftr_walk_ours;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && here >= lo &&
-            here < lo + ph->p_memsz) {
-            self_lo = lo;
-            self_hi = lo + ph->p_memsz;
-            return 1;
-        }
-    }
-    return 0;
-}
-
 static void resolve_api(struct lu_api *a)
 {
     if (a->step) return;
@@ -83,18 +63,11 @@ static void resolve_api(struct lu_api *a)
 
 void ftr_libunwind_resolve(void)
 {
-    if (!self_hi) dl_iterate_phdr(find_self, NULL);
     resolve_api(&local_api);
     resolve_api(&generic_api);
     if (!real_lu_backtrace)
         __atomic_store_n(&real_lu_backtrace, (lu_backtrace_fn)dlsym(RTLD_NEXT, "unw_backtrace"),
                          __ATOMIC_RELEASE);
-}
-
-/* An address in our own text: a frame the program would not have untraced. */
-static int ours(uintptr_t ip)
-{
-    return ip >= self_lo && ip < self_hi;
 }
 
 /* The real step, then the frame it reached corrected: ours stepped over (a bounded number),
@@ -122,7 +95,7 @@ static int step_through(struct lu_api *a, void *cursor)
             *slot = was;
             break;
         }
-        if (!ours((uintptr_t)ip) || skipped >= 8) break;
+        if (!ftr_walk_ours((uintptr_t)ip) || skipped >= 8) break;
         r = step(cursor);
     }
     return r;
@@ -141,24 +114,5 @@ EXPORT int _Ux86_64_step(void *cursor)
 EXPORT int unw_backtrace(void **buffer, int size)
 {
     lu_backtrace_fn real = __atomic_load_n(&real_lu_backtrace, __ATOMIC_ACQUIRE);
-    if (!real) return 0;
-    if (size <= 0) return real(buffer, size);
-    /* room for our own frame and each called-through frame's, left out below */
-    enum { ON_STACK = 128 };
-    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-    int want = size + 1 + ftr_walk_through_above(here);
-    void *small[ON_STACK + 1], **buf = small;
-    size_t bytes = 0;
-    if (want > ON_STACK + 1) {
-        bytes = (size_t)want * sizeof(void *);
-        buf = ftr_mmap_zero(bytes);
-        if (!buf) return real(buffer, size); /* no memory: what the walk finds */
-    }
-    ftr_walk_begin(here);
-    int got = real(buf, want), n = 0;
-    ftr_walk_end();
-    for (int i = 0; i < got && n < size; i++)
-        if (!ours((uintptr_t)buf[i])) buffer[n++] = buf[i];
-    if (bytes) ftr_munmap(buf, bytes);
-    return n;
+    return real ? ftr_walk_buffered(real, buffer, size) : 0;
 }
