@@ -237,6 +237,15 @@ def main():
         assert rep.returncode == 0 and "main() {" in rep.stdout, rep.stderr
     check("installed under another prefix, ftrace-run finds libftrace.so", installed)
 
+    def cet_unmarked():
+        # docs/design.md, "CET shadow stacks": a hooked return is a shadow-stack violation, and
+        # mcount sites and functions in doubt keep hooked returns, so libftrace.so must not be
+        # marked for shadow stacks: glibc then runs a CET-capable process without them.
+        r = run(["readelf", "-n", "-W", lib], work)
+        assert r.returncode == 0, r.stderr
+        assert "SHSTK" not in r.stdout, "libftrace.so is marked for shadow stacks:\n" + r.stdout
+    check("libftrace.so is not marked for CET shadow stacks", cet_unmarked)
+
     shutil.rmtree(work, ignore_errors=True)
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
