@@ -32,6 +32,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -61,8 +62,15 @@ static atomic_int stopping;  /* the image ends: refuse further requests */
 /* Each server thread serves while gen holds the generation it was started with; starting and
  * stopping one both bump it. serving: the generation of the current server, 0 for none. */
 static atomic_uint gen, serving;
-/* the server thread's own (in its own descriptor table) */
-static int listen_fd = -1, conn_fd = -1;
+/* A starting server thread says when its socket file exists (1) or will not (2, also: no start
+ * under way): until then start_server() and stop_server() wait, so that an image ending at once
+ * (an _exit() right after the start, also in another thread) finds the file to remove instead
+ * of leaving it behind. */
+static atomic_int bind_state = 2;
+/* The server thread's own, numbers in its own descriptor table. Per thread: after an exec that
+ * failed, a new server may start while the one stopped at the exec still sleeps in poll(). */
+static __thread int listen_fd __attribute__((tls_model("initial-exec"))) = -1;
+static __thread int conn_fd __attribute__((tls_model("initial-exec"))) = -1;
 static pid_t server_pid;  /* the process that bound sock_path */
 static char ctl_dir[256]; /* ftr_ctl_dir() as the process started (ftrace-ctl reads environ) */
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -359,6 +367,24 @@ static int own_table(int keep)
     return high;
 }
 
+/* Until a starting server has bound its socket or given up: microseconds, a second at most on
+ * a host that starves it (then an image ending at once may leave the socket file behind). */
+static void wait_bound(void)
+{
+    uint64_t until = now_ms() + 1000;
+    for (uint64_t now; !atomic_load(&bind_state) && (now = now_ms()) < until;) {
+        struct timespec ts = {(time_t)((until - now) / 1000),
+                              (long)((until - now) % 1000) * 1000000};
+        syscall(SYS_futex, &bind_state, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+    }
+}
+
+static void bound(int state)
+{
+    atomic_store(&bind_state, state);
+    syscall(SYS_futex, &bind_state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
 static void *server_main(void *arg)
 {
     unsigned me = (unsigned)(uintptr_t)arg;
@@ -375,8 +401,16 @@ static void *server_main(void *arg)
     if (listen_fd < 0) {
         ftr_msg("control: %s; not listening for ftrace-ctl", why); /* fd 2 is still stderr */
         atomic_compare_exchange_strong(&serving, &me, 0);
+        bound(2);
         return NULL;
     }
+    if (atomic_load(&gen) != me) { /* stopped meanwhile: the stopper waits for this */
+        unlink(sock_path);
+        close_own(&listen_fd);
+        bound(2);
+        return NULL;
+    }
+    bound(1);
     listen_fd = own_table(listen_fd);
     int failures = 0; /* in a row: past a few, slow down (never spin) */
     while (atomic_load(&gen) == me && failures < 1000) {
@@ -439,6 +473,8 @@ static int check_dir(char *why, size_t len)
     return -1;
 }
 
+static void stop_server(void);
+
 static void start_server(void)
 {
     char why[600];
@@ -469,13 +505,18 @@ static void start_server(void)
     sigfillset(&all);
     ftr_sigguard_real_sigmask(SIG_SETMASK, &all, &old);
     pthread_t th;
+    atomic_store(&bind_state, 0);
     int rc = ftr_create_own_thread(&th, &attr, server_main, (void *)(uintptr_t)me);
     ftr_sigguard_real_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     if (rc) {
         ftr_msg("control: cannot start the server thread: %s", strerror(rc));
         atomic_store(&serving, 0);
+        atomic_store(&bind_state, 2);
+        return;
     }
+    wait_bound();
+    if (__atomic_load_n(&finished, __ATOMIC_SEQ_CST)) stop_server(); /* an _exit() meanwhile */
 }
 
 void ftr_control_poll(void)
@@ -500,6 +541,7 @@ static void stop_server(void)
     atomic_store(&stopping, 1);
     atomic_store(&serving, 0);
     atomic_fetch_add(&gen, 1);
+    wait_bound(); /* a server still starting (another thread is in start_server) */
     unlink(sock_path);
 }
 
@@ -522,8 +564,10 @@ void ftr_control_cleanup(void)
 
 void ftr_control_cleanup_fast(void)
 {
-    finished = 1;
+    /* no start_lock (a signal handler's _exit may come here): a start under way in the writer
+     * either set serving before this reads it, or reads finished after this sets it */
     finished_writer = ftr_writer_tid;
+    __atomic_store_n(&finished, 1, __ATOMIC_SEQ_CST);
     if (server_current() && (pid_t)ftr_getpid() == server_pid)
         stop_server(); /* a request being carried out is not waited for */
 }
@@ -539,6 +583,7 @@ static void control_child_after_fork(void)
     finished = 0;
     atomic_store(&serving, 0);
     atomic_store(&stopping, 0);
+    atomic_store(&bind_state, 2);
 }
 
 __attribute__((constructor)) static void control_init(void)

@@ -698,8 +698,49 @@ def test_stress(e, exe, a):
     print("     (%d commands in %.1f s; %d threads recorded)" % (done[0], elapsed, len(folded)))
 
 
+ENDS = r"""
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/wait.h>
+__attribute__((noinline)) void work(int i) { static volatile int s; s += i; }
+int main(int argc, char **argv) {
+    const char *how = argc > 1 ? argv[1] : "";
+    work(1);
+    if (!strcmp(how, "_exit")) _exit(0);
+    if (!strcmp(how, "exit")) exit(0);
+    if (!strcmp(how, "fork")) { /* the child records, then ends at once */
+        pid_t c = fork();
+        if (c == 0) { work(2); _exit(0); }
+        waitpid(c, NULL, 0);
+    }
+    return 0;
+}
+"""
+
+
+def test_ends(e, exe, a):
+    """However an image ends, even at once after its start, its socket file goes with it (the
+    server binds in its own thread: d1b2c9b left it behind after an early _exit())."""
+    src, prog = os.path.join(e.work, "ends.c"), os.path.join(e.work, "ends")
+    with open(src, "w") as f:
+        f.write(ENDS)
+    r = subprocess.run(["gcc", "-O2", "-pg", "-mfentry", "-o", prog, src], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    xdg = os.path.join(e.work, "xdg-ends")
+    os.makedirs(xdg, mode=0o700)
+    env = dict(e.env, XDG_RUNTIME_DIR=xdg)
+    for how in ("return", "exit", "_exit", "fork") * 5:
+        r = subprocess.run([e.run_bin, "-q", "-o", os.path.join(e.work, "ends.ftr"), prog, how],
+                           env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, "%s: %r" % (how, r.stderr)
+        left = os.listdir(os.path.join(xdg, "ftrace-run"))
+        assert not left, "%s: socket files left behind: %s" % (how, left)
+
+
 TESTS = [("errors", test_errors), ("protocol", test_protocol), ("phases", test_phases),
-         ("stress", test_stress)]
+         ("stress", test_stress), ("ends", test_ends)]
 
 
 def main():
