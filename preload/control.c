@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -352,7 +353,9 @@ static void rebind_if_gone_or_lost(void)
 static int own_table(int keep)
 {
     int high = (int)syscall(SYS_fcntl, keep, F_DUPFD_CLOEXEC, CTL_FD_MIN);
-    if (high < 0) return -1;
+    if (high < 0) /* RLIMIT_NOFILE at CTL_FD_MIN or below: anywhere past 2 will do */
+        high = (int)syscall(SYS_fcntl, keep, F_DUPFD_CLOEXEC, 3);
+    if (high < 0) high = keep; /* then keep stays where it is, and the rest goes */
     if (syscall(SYS_close_range, 0u, (unsigned)high - 1, 0u) < 0 ||
         syscall(SYS_close_range, (unsigned)high + 1, ~0u, 0u) < 0) {
         struct rlimit rl; /* before Linux 5.9: one by one */
@@ -361,6 +364,10 @@ static int own_table(int keep)
                            : 1u << 20;
         for (unsigned fd = 0; fd < max; fd++)
             if ((int)fd != high) syscall(SYS_close, fd);
+    }
+    if (high < 3) { /* cannot be kept clear of 0-2: closed with the rest */
+        syscall(SYS_close, high);
+        return -1;
     }
     int p[2];
     if (pipe2(p, O_CLOEXEC) == 0) syscall(SYS_fcntl, p[0], F_DUPFD_CLOEXEC, 0);
@@ -394,7 +401,11 @@ static void *server_main(void *arg)
     ftr_thread_off();
     ftr_stw_ignore((int)syscall(SYS_gettid));
     char why[600] = "";
-    if (syscall(SYS_unshare, CLONE_FILES) < 0)
+    /* A seccomp filter may kill the process for a system call it did not expect (unshare()
+     * first): with one installed, no server (the program's filter was made without us). */
+    if (prctl(PR_GET_SECCOMP) != 0)
+        snprintf(why, sizeof why, "a seccomp filter is installed");
+    else if (syscall(SYS_unshare, CLONE_FILES) < 0)
         snprintf(why, sizeof why, "cannot have a descriptor table of its own: %s", strerror(errno));
     else if ((listen_fd = bind_socket(sock_path, why, sizeof why)) >= 0 && ftr_cfg.verbose)
         ftr_msg("control: listening on %s", sock_path);

@@ -239,29 +239,36 @@ int ftr_walk_through_above(uintptr_t here)
 }
 
 /* walk(buf, n) records return addresses from its caller up (glibc's backtrace(), libunwind's
- * unw_backtrace()): it would start with our own frames (this one and the wrapper's) and pass
- * those of ftr_tramp_through, which the program must not see, so it is made into a buffer that
- * much longer (on the stack, or mmap'ed when large: no allocation, as the caller may be a crash
- * handler) and the rest copied out. */
+ * unw_backtrace()): it would start with our own frames and pass those of ftr_tramp_through,
+ * which the program must not see, so it is made into a buffer that much longer (on the stack,
+ * or mmap'ed when large: no allocation, as the caller may be a crash handler) and the rest
+ * copied out. */
 int ftr_walk_buffered(int (*walk)(void **, int), void **array, int size)
 {
     if (size <= 0) return walk(array, size);
-    enum { ON_STACK = 128, OURS = 2 };
+    /* our frames: this one and the wrapper's, each called-through one, and when a signal
+     * handler interrupted a hook of ours, that hook's; a walk that fills the buffer and still
+     * leaves the caller short is made again with room for as many more */
+    enum { ON_STACK = 160, OURS = 2, SPARE = 16 };
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-    int want = size + OURS + ftr_walk_through_above(here);
-    void *small[ON_STACK + OURS], **buf = small;
-    size_t bytes = 0;
-    if (want > ON_STACK + OURS) {
-        bytes = (size_t)want * sizeof(void *);
-        buf = ftr_mmap_zero(bytes);
-        if (!buf) return walk(array, size); /* no memory: what the walk finds */
+    int want = size + OURS + SPARE + ftr_walk_through_above(here), n = 0;
+    for (int round = 0; round < 2; round++, want += want) {
+        void *small[ON_STACK], **buf = small;
+        size_t bytes = 0;
+        if (want > ON_STACK) {
+            bytes = (size_t)want * sizeof(void *);
+            buf = ftr_mmap_zero(bytes);
+            if (!buf) return n ? n : walk(array, size); /* no memory: what the walk finds */
+        }
+        ftr_walk_begin(here);
+        int got = walk(buf, want);
+        ftr_walk_end();
+        n = 0;
+        for (int i = 0; i < got && n < size; i++)
+            if (!ftr_walk_ours((uintptr_t)buf[i])) array[n++] = buf[i];
+        if (bytes) ftr_munmap(buf, bytes);
+        if (n == size || got < want) break;
     }
-    ftr_walk_begin(here);
-    int got = walk(buf, want), n = 0;
-    ftr_walk_end();
-    for (int i = 0; i < got && n < size; i++)
-        if (!ftr_walk_ours((uintptr_t)buf[i])) array[n++] = buf[i];
-    if (bytes) ftr_munmap(buf, bytes);
     return n;
 }
 
