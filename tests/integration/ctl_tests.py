@@ -739,8 +739,104 @@ def test_ends(e, exe, a):
         assert not left, "%s: socket files left behind: %s" % (how, left)
 
 
+GUEST = r"""
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+__attribute__((noinline)) int work(int x) { return x * 3 + 1; }
+static void nap(long ms) { struct timespec t = {ms / 1000, ms % 1000 * 1000000}; nanosleep(&t, 0); }
+int main(int argc, char **argv) {
+    int s = 0;
+    if (argc > 1 && !strcmp(argv[1], "seccomp")) {
+        /* a filter that kills the process at unshare(), made before a fork */
+        struct sock_filter f[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_unshare, 0, 1),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        struct sock_fprog prog = {.len = 4, .filter = f};
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+            syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog))
+            return 2;
+        pid_t c = fork();
+        if (c == 0) { /* records: its own image, its own control server would start */
+            for (int i = 0; i < 100; i++) s += work(i);
+            nap(300);
+            _exit(s == 0);
+        }
+        int st = -1;
+        waitpid(c, &st, 0);
+        printf("child status %#x\n", st);
+        return 0;
+    }
+    /* closedout DIR: says so, closes stdout (once the tracer's server surely runs), then waits
+     * for DIR/stop (20 s at most) */
+    printf("closing\n");
+    fflush(stdout);
+    nap(300);
+    close(1);
+    char stop[4096];
+    snprintf(stop, sizeof stop, "%s/stop", argc > 2 ? argv[2] : ".");
+    for (int i = 0; i < 2000; i++) {
+        struct stat st;
+        if (stat(stop, &st) == 0) break;
+        s += work(i);
+        nap(10);
+    }
+    return s < 0;
+}
+"""
+
+
+def test_guest(e, exe, a):
+    """The control server never harms its host: a seccomp filter that kills at unshare()
+    (made before a fork: the child died of SIGSYS), and a descriptor limit of 256 (the server
+    kept its copy of the program's stdout: a reader saw its end only when the program ended)."""
+    src, prog = os.path.join(e.work, "guest.c"), os.path.join(e.work, "guest")
+    with open(src, "w") as f:
+        f.write(GUEST)
+    r = subprocess.run(["gcc", "-O2", "-pg", "-mfentry", "-o", prog, src], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([e.run_bin, "-q", "-o", os.path.join(e.work, "guest.ftr"), prog,
+                        "seccomp"], env=e.env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "child status 0\n", \
+        "seccomp: exit %d, %r %r" % (r.returncode, r.stdout, r.stderr)
+    d = os.path.join(e.work, "guest-closed")
+    os.makedirs(d)
+
+    def low_limit():
+        import resource
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+    p = subprocess.Popen([e.run_bin, "-q", "-o", os.path.join(e.work, "guest2.ftr"), prog,
+                          "closedout", d], env=e.env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, preexec_fn=low_limit)
+    try:
+        got = []
+        reader = threading.Thread(target=lambda: got.append(p.stdout.read()))
+        reader.start()
+        reader.join(15)  # the program waits 20 s for the stop file
+        assert not reader.is_alive(), "no end of stdout while the program runs"
+        assert got == [b"closing\n"], got
+    finally:
+        open(os.path.join(d, "stop"), "w").close()
+        p.wait(60)
+    assert p.returncode == 0, "closedout: exit %d %r" % (p.returncode, p.stderr.read())
+
+
 TESTS = [("errors", test_errors), ("protocol", test_protocol), ("phases", test_phases),
-         ("stress", test_stress), ("ends", test_ends)]
+         ("stress", test_stress), ("ends", test_ends), ("guest", test_guest)]
 
 
 def main():
