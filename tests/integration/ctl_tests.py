@@ -719,15 +719,21 @@ int main(int argc, char **argv) {
 """
 
 
-def test_ends(e, exe, a):
-    """However an image ends, even at once after its start, its socket file goes with it (the
-    server binds in its own thread: d1b2c9b left it behind after an early _exit())."""
-    src, prog = os.path.join(e.work, "ends.c"), os.path.join(e.work, "ends")
+def build_traced(e, name, text):
+    """Builds C source text with -pg -mfentry into WORK/name; returns the executable."""
+    src, prog = os.path.join(e.work, name + ".c"), os.path.join(e.work, name)
     with open(src, "w") as f:
-        f.write(ENDS)
+        f.write(text)
     r = subprocess.run(["gcc", "-O2", "-pg", "-mfentry", "-o", prog, src], capture_output=True,
                        text=True)
     assert r.returncode == 0, r.stderr
+    return prog
+
+
+def test_ends(e, exe, a):
+    """However an image ends, even at once after its start, its socket file goes with it (the
+    server binds in its own thread: d1b2c9b left it behind after an early _exit())."""
+    prog = build_traced(e, "ends", ENDS)
     xdg = os.path.join(e.work, "xdg-ends")
     os.makedirs(xdg, mode=0o700)
     env = dict(e.env, XDG_RUNTIME_DIR=xdg)
@@ -803,12 +809,7 @@ def test_guest(e, exe, a):
     """The control server never harms its host: a seccomp filter that kills at unshare()
     (made before a fork: the child died of SIGSYS), and a descriptor limit of 256 (the server
     kept its copy of the program's stdout: a reader saw its end only when the program ended)."""
-    src, prog = os.path.join(e.work, "guest.c"), os.path.join(e.work, "guest")
-    with open(src, "w") as f:
-        f.write(GUEST)
-    r = subprocess.run(["gcc", "-O2", "-pg", "-mfentry", "-o", prog, src], capture_output=True,
-                       text=True)
-    assert r.returncode == 0, r.stderr
+    prog = build_traced(e, "guest", GUEST)
     r = subprocess.run([e.run_bin, "-q", "-o", os.path.join(e.work, "guest.ftr"), prog,
                         "seccomp"], env=e.env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == "child status 0\n", \
