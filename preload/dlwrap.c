@@ -41,6 +41,7 @@ __attribute__((visibility("default"))) void *dlopen(const char *file, int mode)
     if (h && !(mode & RTLD_NOLOAD)) {
         ftr_modules_rescan();
         ftr_libunwind_resolve(); /* a library linked with -lunwind, opened RTLD_GLOBAL */
+        ftr_unwind_fde_resolve();
     }
     ftr_modules_lock(0);
     return h;

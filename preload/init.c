@@ -663,6 +663,7 @@ __attribute__((constructor)) static void ftr_init(void)
 {
     char err[512];
     ftr_libunwind_resolve(); /* first: its wrappers forward whether we trace or not */
+    ftr_unwind_fde_resolve();
     read_config();
     start_clocks(1);
     ftr_g.pid = ftr_getpid();

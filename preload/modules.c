@@ -208,7 +208,9 @@ static int build_stubs(struct mod *md)
                              base + 8 * tr) < 0)
             return -1;
     }
-    return mprotect(md->stubs, md->stubs_len, PROT_READ | PROT_EXEC);
+    if (mprotect(md->stubs, md->stubs_len, PROT_READ | PROT_EXEC) < 0) return -1;
+    ftr_unwind_code_add(md->stubs, md->stubs_len);
+    return 0;
 }
 
 static uint64_t stub_of(const struct mod *md, size_t i)
@@ -260,6 +262,7 @@ static void map_mirror(struct mod *md)
     }
     md->mirror = p;
     md->mirror_len = len;
+    ftr_unwind_code_add(p, len);
 }
 
 /* The bytes of site i in a state (enum ftr_site_state). @return 0, or -1 (out of reach). */
@@ -586,8 +589,12 @@ void ftr_modules_rescan(void)
         /* Unloaded: nothing can reach its stubs any more, once its text is really gone; if the
          * pages are still mapped (or mapped again), the stubs stay (a page or so, for good). */
         if (!md->gone && md->stubs && !text_mapped(md)) {
+            ftr_unwind_code_remove(md->stubs);
             munmap(md->stubs, md->stubs_len);
-            if (md->mirror) munmap(md->mirror, md->mirror_len);
+            if (md->mirror) {
+                ftr_unwind_code_remove(md->mirror);
+                munmap(md->mirror, md->mirror_len);
+            }
         }
         md->stubs = NULL;
         md->mirror = NULL;

@@ -12,6 +12,10 @@
  *   modules.c       the module registry: sites, stubs, patching (alone / live / parked + live)
  *   dlwrap.c        dlopen()/dlclose() interposed: patch or forget modules under the registry lock
  *   dlsearch.c      dlopen()'s caller's library search path, redone on its behalf
+ *   dynsym.c        a symbol of a loaded object, looked up without the loader's lock
+ *   unwind.c        longjmp & co close frames; backtrace() and personalities see real returns
+ *   unwind_libunwind.c  the libunwind project's unw_step() and unw_backtrace(), corrected
+ *   unwind_fde.c    libgcc's FDE lookup answers for stubs (unwind_fde_x86_64.S)
  *   init.c          constructor/destructor, configuration, clocks, process end
  *   alloc.c         the tracer's own heap: malloc & co., hidden, on memory it maps (alloc.h)
  *   libc_own.c      qsort, setenv, asprintf done with that heap (glibc's use the program's)
@@ -207,6 +211,15 @@ int ftr_walk_buffered(int (*walk)(void **, int), void **array, int size) FTR_HID
 /* unwind_libunwind.c: looks the libunwind project's functions up, where no signal can be inside
  * the dynamic linker's lock (the constructor, after a dlopen()) */
 void ftr_libunwind_resolve(void) FTR_HIDDEN;
+/* unwind_fde.c: generated code [lo, lo+len) (page-aligned) gets unwind information for libgcc,
+ * or loses it; the next _Unwind_Find_FDE() is looked up (the constructor, after a dlopen()) */
+void ftr_unwind_code_add(const void *lo, size_t len) FTR_HIDDEN;
+void ftr_unwind_code_remove(const void *lo) FTR_HIDDEN;
+void ftr_unwind_fde_resolve(void) FTR_HIDDEN;
+/* dynsym.c: the address of a symbol that object m defines, read from its dynamic symbol table
+ * without a lock (NULL: not defined there, or an IFUNC) */
+struct link_map;
+void *ftr_dynsym(const struct link_map *m, const char *name) FTR_HIDDEN;
 /* In a fork child: the frames inherited from the parent are entered again, now, in the
  * child's own stream, so that its tree nests and closes. */
 void ftr_reopen_frames(void) FTR_HIDDEN;

@@ -784,6 +784,10 @@ CASES = {
     "unwind-backtrace-signal": Case("bunwind.c", ["signal"], exact([{
         "main": 1, "main;f1": 1, "main;f1;f2": 1, "main;f1;f2;f3": 1,
         "main;f1;f2;f3;on_usr1": 1}]), cflags="-rdynamic", variant="rdynamic"),
+    # backtrace() from a signal handler after every single instruction of a traced call
+    # (the trap flag): the stub, trampolines and hooks must all be walked through to main
+    "unwind-step": Case("bstep.c", [], exact([{
+        "main": 1, "main;outer": 2, "main;outer;leaf": 2}])),
     # the libunwind project's unwinder (-lunwind): unw_step() from inside traced frames, in a
     # signal handler, twice in a row (the frames must still return through their hooks), and
     # unw_backtrace()

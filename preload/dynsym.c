@@ -1,0 +1,84 @@
+/*
+ * dynsym.c - a symbol of one loaded object, found in its dynamic symbol table by reading memory
+ * only: no lock, no allocation, callable from a signal handler (dlsym() takes the loader's lock).
+ */
+#define _GNU_SOURCE
+#include <elf.h>
+#include <link.h>
+#include <string.h>
+
+#include "tracer.h"
+
+/* glibc relocates most of a writable .dynamic section in place; an object whose section was
+ * read-only (or another loader) leaves the addresses relative to the load base. */
+static const void *dyn_ptr(const struct link_map *m, ElfW(Addr) p)
+{
+    return (const void *)(p < m->l_addr ? p + m->l_addr : p);
+}
+
+static uint32_t gnu_hash(const char *s)
+{
+    uint32_t h = 5381;
+    for (; *s; s++)
+        h = h * 33 + (unsigned char)*s;
+    return h;
+}
+
+static uint32_t sysv_hash(const char *s)
+{
+    uint32_t h = 0;
+    for (; *s; s++) {
+        h = (h << 4) + (unsigned char)*s;
+        h ^= (h >> 24) & 0xf0;
+    }
+    return h & 0x0fffffff;
+}
+
+static int defined(const ElfW(Sym) * s)
+{
+    int type = ELF64_ST_TYPE(s->st_info);
+    return s->st_shndx != SHN_UNDEF && s->st_value &&
+           (type == STT_FUNC || type == STT_OBJECT || type == STT_GNU_IFUNC || type == STT_NOTYPE);
+}
+
+void *ftr_dynsym(const struct link_map *m, const char *name)
+{
+    const ElfW(Sym) *symtab = NULL;
+    const char *strtab = NULL;
+    const uint32_t *gnu = NULL, *sysv = NULL;
+    if (!m || !m->l_ld) return NULL;
+    for (const ElfW(Dyn) *d = m->l_ld; d->d_tag != DT_NULL; d++) {
+        if (d->d_tag == DT_SYMTAB) symtab = dyn_ptr(m, d->d_un.d_ptr);
+        if (d->d_tag == DT_STRTAB) strtab = dyn_ptr(m, d->d_un.d_ptr);
+        if (d->d_tag == DT_GNU_HASH) gnu = dyn_ptr(m, d->d_un.d_ptr);
+        if (d->d_tag == DT_HASH) sysv = dyn_ptr(m, d->d_un.d_ptr);
+    }
+    if (!symtab || !strtab) return NULL;
+    const ElfW(Sym) *hit = NULL;
+    if (gnu) {
+        /* nbuckets, symoffset, bloom words, bloom shift, bloom[], buckets[], chains[] */
+        uint32_t nbuckets = gnu[0], symoffset = gnu[1], nbloom = gnu[2], h = gnu_hash(name);
+        const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gnu + 4) + nbloom);
+        const uint32_t *chain = buckets + nbuckets;
+        uint32_t i = nbuckets ? buckets[h % nbuckets] : 0;
+        for (; i >= symoffset && i; i++) {
+            uint32_t ch = chain[i - symoffset];
+            if ((ch | 1) == (h | 1) && !strcmp(strtab + symtab[i].st_name, name) &&
+                defined(&symtab[i])) {
+                hit = &symtab[i];
+                break;
+            }
+            if (ch & 1) break;
+        }
+    } else if (sysv) {
+        uint32_t nbucket = sysv[0];
+        const uint32_t *bucket = sysv + 2, *chain = bucket + nbucket;
+        for (uint32_t i = nbucket ? bucket[sysv_hash(name) % nbucket] : 0; i; i = chain[i])
+            if (!strcmp(strtab + symtab[i].st_name, name) && defined(&symtab[i])) {
+                hit = &symtab[i];
+                break;
+            }
+    }
+    if (!hit || ELF64_ST_TYPE(hit->st_info) == STT_GNU_IFUNC) return NULL; /* not resolved here */
+    return (void *)(m->l_addr + hit->st_value);
+}
