@@ -3,8 +3,10 @@
  * how small they get, at a few zstd levels. Also times the way back (reader side decode).
  *
  * Input: 10M records of a fib-like call pattern (a recursive call tree over a handful of sites,
- * 60-250 cycles between events with noise), encoded 16384 records (256 KiB) per chunk, as the
- * tracer's writer thread does. Usage: format_speed [n_events] [records_per_chunk]
+ * 60-250 cycles between events with noise), or the events of a trace file (--trace FILE: the
+ * first thread's events, up to n, as the hooks recorded them), encoded 16384 records (256 KiB)
+ * per chunk, as the tracer's writer thread does.
+ * Usage: format_speed [--trace FILE] [n_events] [records_per_chunk]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,13 +77,51 @@ static size_t gen_fib(struct ftr_rec *r, size_t cap)
     return k;
 }
 
+/* The events of the first thread that has any in a trace file, back into hot-path records. */
+static size_t load_trace(const char *path, struct ftr_rec *r, size_t cap)
+{
+    struct ftr_reader *rd;
+    if (ftr_reader_open(path, &rd) != FTR_OK) {
+        fprintf(stderr, "format_speed: cannot read %s\n", path);
+        exit(1);
+    }
+    struct ftr_chunk_hdr h;
+    struct ftr_buf pl = {0};
+    uint64_t off;
+    uint32_t tid = 0;
+    size_t k = 0;
+    while (k < cap && ftr_reader_next(rd, &h, &off) == FTR_OK) {
+        if (h.type != FTR_CHUNK_EVENTS || (tid && h.tid != tid)) continue;
+        struct ftr_ev_iter it;
+        struct ftr_event ev;
+        if (ftr_reader_payload(rd, &pl) != FTR_OK || ftr_dec_events_begin(&h, pl.data, pl.len, &it))
+            continue;
+        tid = h.tid;
+        while (k < cap && ftr_dec_events_next(&it, &ev) == 1)
+            r[k++] = (struct ftr_rec){ev.tsc, ftr_rec_head(ev.site, ev.kind), (uint32_t)ev.arg};
+    }
+    ftr_buf_free(&pl);
+    ftr_reader_close(rd);
+    return k;
+}
+
 int main(int argc, char **argv)
 {
+    const char *trace = NULL;
+    if (argc > 2 && !strcmp(argv[1], "--trace")) {
+        trace = argv[2];
+        argc -= 2;
+        argv += 2;
+    }
     size_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 10000000;
     size_t per = argc > 2 ? strtoull(argv[2], NULL, 0) : 16384;
     struct ftr_rec *r = calloc(n, sizeof(*r));
     if (!r) return 1;
-    n = gen_fib(r, n);
+    n = trace ? load_trace(trace, r, n) : gen_fib(r, n);
+    if (n == 0) {
+        fprintf(stderr, "format_speed: no events\n");
+        return 1;
+    }
     printf("%zu events, %zu records (%zu KiB) per chunk, input %.1f MB\n", n, per,
            per * sizeof(*r) >> 10, (double)n * sizeof(*r) / 1e6);
     printf("%6s %10s %9s %12s %12s %12s\n", "level", "MB/s", "ns/event", "bytes/event", "ratio",

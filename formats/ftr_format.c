@@ -621,19 +621,44 @@ int ftr_enc_events_at(struct ftr_enc *e, uint32_t pid, uint32_t tid, uint64_t se
     uint8_t *const deltas = e->aux.data, *dp = deltas;
     const uint64_t first = r[i].tsc;
     uint64_t prev = first;
-    uint32_t count = 0, calls = 0;
+    const size_t start = i;
+    size_t empty = 0;
+    uint32_t calls = 0;
     for (; i < n; i++) {
         const uint32_t head = r[i].head;
-        if (head == 0) continue;
-        uint64_t tsc = r[i].tsc;
-        if (tsc < prev) tsc = prev;
+        uint64_t tsc = r[i].tsc, delta = tsc - prev;
+        calls += (head & 3) == FTR_EV_ENTRY; /* an empty slot (head 0) is taken back below */
+        /* The common cases: a delta below 128 ticks (one byte) and a head of one byte (a site
+         * below 32) or two (below 4096), not a special. Steps fixed per branch keep the loop
+         * free of a dependency chain through hp and dp. */
+        if (__builtin_expect(delta < 0x80 && (head & 3) != FTR_EV_SPECIAL, 1)) {
+            if (head - 1 < 0x7f) {
+                *hp++ = (uint8_t)head;
+                *dp++ = (uint8_t)delta;
+                prev = tsc;
+                continue;
+            }
+            if (head - 1 < 0x3fff) {
+                hp[0] = (uint8_t)(head | 0x80);
+                hp[1] = (uint8_t)(head >> 7);
+                hp += 2;
+                *dp++ = (uint8_t)delta;
+                prev = tsc;
+                continue;
+            }
+        }
+        if (head == 0) {
+            empty++;
+            calls--;
+            continue;
+        }
+        if (tsc < prev) tsc = prev; /* tsc - prev wrapped: stored as 0 */
         hp = put_varint(hp, head);
         if ((head & 3) == FTR_EV_SPECIAL) hp = put_varint(hp, r[i].arg);
         dp = put_varint(dp, tsc - prev);
         prev = tsc;
-        count++;
-        calls += (head & 3) == FTR_EV_ENTRY;
     }
+    const uint32_t count = (uint32_t)(n - start - empty);
     size_t heads_len = (size_t)(hp - heads), deltas_len = (size_t)(dp - deltas);
     ftr_wr_le32(e->raw.data, count);
     ftr_wr_le32(e->raw.data + 4, (uint32_t)heads_len);
