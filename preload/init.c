@@ -193,7 +193,9 @@ static void print_summary(void)
 {
     int failed = ftr_writer_failed();
     uint64_t lost = ftr_writer_end_lost();
-    if (!failed && !ftr_is_root && !ftr_writer_bytes()) return; /* a child that said nothing */
+    /* One line for the run: the session's first process says it (also as an image it exec'd);
+     * a fork child or another program it started says only that its writing failed. */
+    if (!failed && (uint32_t)ftr_process.session_id != (uint32_t)ftr_g.pid) return;
     char skipped[384] = "", names[300]; /* "; N functions could not be traced: a, b, see --info" */
     if (ftr_g.skipped) {
         ftr_modules_skipped_names(names, sizeof names);
@@ -670,7 +672,8 @@ __attribute__((constructor)) static void ftr_init(void)
     ftr_process.session_id = (uint64_t)env_long(FTR_ENV_SESSION, 0, 0, LONG_MAX);
     ftr_is_root = ftr_process.session_id == 0;
     if (ftr_is_root) {
-        ftr_process.session_id = (ftr_g.start_ns ^ ((uint64_t)ftr_g.pid << 32)) & LONG_MAX;
+        /* its low 32 bits: the pid of the session's first process */
+        ftr_process.session_id = (ftr_g.start_ns & 0x7fffffff) << 32 | (uint32_t)ftr_g.pid;
         char id[32];
         snprintf(id, sizeof id, "%llu", (unsigned long long)ftr_process.session_id);
         setenv(ftr_env_name(FTR_ENV_SESSION), id, 1); /* children and exec'd images join */

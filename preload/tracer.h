@@ -169,6 +169,7 @@ void ftr_tramp_fentry(void) FTR_HIDDEN;       /* reached from stubs of sites bef
 void ftr_tramp_mcount(void) FTR_HIDDEN;       /* reached from stubs of sites after the prologue */
 void ftr_tramp_fentry_chain(void) FTR_HIDDEN; /* ... of sites after a push %r10 at the start */
 void ftr_tramp_return(void) FTR_HIDDEN;       /* hooked return addresses point here */
+void ftr_tramp_hooked(void) FTR_HIDDEN;       /* the pseudo-frame: the byte before it */
 void ftr_tramp_through(void) FTR_HIDDEN;      /* reached from stubs of call-through sites ... */
 void ftr_tramp_through_end(void) FTR_HIDDEN;  /* ... and ends here (unwind.c) */
 /* Calls fn(arg) with every vector/x87 register saved (xsave): lets general-register-only code

@@ -248,8 +248,12 @@ END(ftr_tramp_return)
  * call the first time: no libc, so that it works inside any signal handler): the xsave image
  * at its start, then a stack of its own. The caller's stack may be a small sigaltstack that
  * neither an 11 KiB xsave image (AMX) nor the slow path's C code would fit on. XSAVEC saves
- * only the components in use, compacted. A nested call (a signal handler that lands inside
- * the slow path) finds the area busy and falls back to saving on its own stack. */
+ * only the components in use, compacted. Signals other than the synchronous ones are blocked
+ * meanwhile (two rt_sigprocmask system calls per slow path: once per chunk, once per thread):
+ * a handler of the program must never run on the private area, which is small, unguarded and
+ * just above the saved image, nor find its walk of the stack starting there. A nested call (a
+ * fault in the slow path whose handler is traced) finds the area busy and falls back to saving
+ * on its own stack. */
 GLOBAL_HIDDEN(ftr_call_saving)
     .cfi_startproc
     push %rbp
@@ -263,6 +267,13 @@ GLOBAL_HIDDEN(ftr_call_saving)
     push %r14
     mov %rdi, %r12                 /* fn */
     mov %rsi, %rbx                 /* arg (rbx, r12-r14 are callee-saved: survive the call) */
+    sub $16, %rsp                  /* -48(%rbp): the signal mask to put back */
+    mov $14, %eax                  /* rt_sigprocmask(SIG_BLOCK, &slow_blocked, rsp, 8) */
+    xor %edi, %edi
+    lea slow_blocked(%rip), %rsi
+    mov %rsp, %rdx
+    mov $8, %r10d
+    syscall
     movq ftr_slow_busy@GOTTPOFF(%rip), %r14
     addl $1, %fs:(%r14)            /* one instruction: atomic against our own signal handlers */
     cmpl $1, %fs:(%r14)
@@ -307,6 +318,13 @@ GLOBAL_HIDDEN(ftr_call_saving)
     mov %r13, %rdi
     call restore_state
 4:  subl $1, %fs:(%r14)
+    lea -48(%rbp), %rsp            /* the saved mask, back in force */
+    mov $14, %eax                  /* rt_sigprocmask(SIG_SETMASK, rsp, NULL, 8) */
+    mov $2, %edi
+    mov %rsp, %rsi
+    xor %edx, %edx
+    mov $8, %r10d
+    syscall
     lea -32(%rbp), %rsp
     pop %r14
     pop %r13
@@ -317,6 +335,14 @@ GLOBAL_HIDDEN(ftr_call_saving)
     ret
     .cfi_endproc
 END(ftr_call_saving)
+
+/* Every signal but those a fault raises at once (SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV,
+ * SIGSYS): blocked, the kernel would deliver those with the default action. */
+    .section .rodata
+    .balign 8
+slow_blocked:
+    .quad ~((1 << 3) | (1 << 4) | (1 << 6) | (1 << 7) | (1 << 10) | (1 << 30))
+    .text
 
 /* save_state(image in rdi, 64-byte aligned): every enabled component in use. Clobbers rax,
  * rcx, rdx, rdi. restore_state(image in rdi): back. */

@@ -138,6 +138,25 @@ def exact(want, want_open=()):
     return check
 
 
+def exact_besides(want, leaf):
+    """exact(want) once the calls of leaf (anywhere, with what they called) are taken out; there
+    must have been some."""
+    def check(r):
+        assert len(r.sections) == 1, "%d process sections, want 1" % len(r.sections)
+        trees, seen = [], 0
+        for t in r.trees():
+            keep = {}
+            for path, n in t.items():
+                if (";" + path + ";").find(";%s;" % leaf) >= 0:
+                    seen += n if path.split(";")[-1] == leaf else 0
+                else:
+                    keep[path] = n
+            trees.append(keep)
+        assert seen > 0, "no call of %s in the tree" % leaf
+        assert_trees(trees, want, r.open_calls(), [])
+    return check
+
+
 def worker_tree(n, root="worker"):
     return {root: 1, root + ";work": 1, root + ";work;leaf": n}
 
@@ -625,6 +644,7 @@ def check_untraced_note(r):
 STARTUP_LIB = (("libbstartup.c", "bstartup", ""),)
 HOSTILE_LIB = (("libbhostile.c", "bhostile", ""),)
 STATIC_CXX = "-static-libgcc -static-libstdc++"
+BJIT_LIB = (("libbjit.c", "bjit", ""),)
 CANCEL_PATH = "worker;c1;c2;c3"
 CANCEL_BASE = {"worker": 1, "worker;c1": 1, "worker;c1;c2": 1, CANCEL_PATH: 1,
                CANCEL_PATH + ";leaf": 1, CANCEL_PATH + ";wait_cancel": 1}
@@ -777,6 +797,14 @@ CASES = {
     "exc-static-nested": Case("bexc.cpp", ["nested"], exact([exc_tree(["n1", "n2", "n3"], {
         "n1;n2;dtor_work": 3, "n1;n2;dtor_work;dtor_inner": 3,
         "n1;n2;dtor_work;inner_caught": 3})]), cflags=STATIC_CXX, variant="static"),
+    # exceptions while someone else answers libgcc's FDE lookups and forwards the rest with
+    # dlsym(RTLD_NEXT): the program itself, and a library describing code it generated
+    "exc-fde-self": Case("bexc_fde.cpp", ["self"], exact_besides([{
+        "main": 1, "main;mid": 50, "main;mid;thrower": 50}], "_Unwind_Find_FDE"),
+        needed=BJIT_LIB),
+    "exc-fde-jit": Case("bexc_fde.cpp", ["jit"], exact_besides([{
+        "main": 1, "main;run": 50, "main;run;thrower": 50}], "_Unwind_Find_FDE"),
+        needed=BJIT_LIB),
     # backtrace() from 4 traced frames deep, and from a signal handler there
     "unwind-backtrace": Case("bunwind.c", ["bt"], exact([{
         "main": 1, "main;f1": 1, "main;f1;f2": 1, "main;f1;f2;f3": 1, "main;f1;f2;f3;show": 1,
@@ -784,6 +812,18 @@ CASES = {
     "unwind-backtrace-signal": Case("bunwind.c", ["signal"], exact([{
         "main": 1, "main;f1": 1, "main;f1;f2": 1, "main;f1;f2;f3": 1,
         "main;f1;f2;f3;on_usr1": 1}]), cflags="-rdynamic", variant="rdynamic"),
+    # a handler with a 200 KiB frame, every 20 us, on threads whose slow paths come every few
+    # hundred calls: it must run on the thread's stack, never on the tracer's private one
+    "signal-big-handler": Case("bsigstack.c", [], exact(
+        [{"main": 1}] + [dict({"worker": 1}, **{"worker" + ";fstep" * k: 10000
+                                                for k in range(1, 22)})] * 2),
+        env={"FTRACE_BUFSIZE": "16"}),
+    # _Unwind_Backtrace() of a libgcc_s opened RTLD_LOCAL, or of the program's own copy: no
+    # wrapper sees it, and it must end
+    **{"unwind-%s-libgcc" % m: Case("bwalk_local.c", [arg], exact([{
+        "main": 1, "main;w1": 1, "main;w1;w2": 1, "main;w1;w2;w3": 1}]), cflags=flags,
+        variant=m) for m, arg, flags in (("local", "local", ""),
+                                         ("static", "direct", "-static-libgcc"))},
     # backtrace() from a signal handler after every single instruction of a traced call
     # (the trap flag): the stub, trampolines and hooks must all be walked through to main
     "unwind-step": Case("bstep.c", [], exact([{

@@ -187,6 +187,21 @@ def main():
             assert "could not be traced" not in r.stderr, "stderr: %r" % r.stderr
         check("%s/skipped functions named in the summary line" % bname, skipped)
 
+        # fork children that record say nothing: one summary line for the whole run
+        forker = os.path.join(work, "bproc-" + bname)
+        subprocess.run("%s -I%s -o %s %s/bproc.c" % (cc, PROGS, forker, PROGS), shell=True,
+                       check=True)
+
+        def one_line(forker=forker):
+            base = run([forker, "many"], work)
+            r = run([ftrace_run, "-o", os.path.join(work, "m.ftr"), forker, "many"], work)
+            assert r.stdout == base.stdout and r.returncode == base.returncode, \
+                "program changed: %r %d" % (r.stdout[-200:], r.returncode)
+            lines = [l for l in r.stderr.splitlines() if l.startswith("ftrace-run: ")]
+            assert len(lines) == 1 and " calls traced into " in lines[0], \
+                "%d lines: %r" % (len(lines), lines[:3])
+        check("%s/one summary line for 200 children" % bname, one_line)
+
         # a filter that matches nothing says so, with the nearest names
         def unmatched(exe=exe):
             r = run([ftrace_run, "-o", os.path.join(work, "u.ftr"), "-F", "lef", exe], work)
