@@ -82,3 +82,36 @@ void *ftr_dynsym(const struct link_map *m, const char *name)
     if (!hit || ELF64_ST_TYPE(hit->st_info) == STT_GNU_IFUNC) return NULL; /* not resolved here */
     return (void *)(m->l_addr + hit->st_value);
 }
+
+struct anywhere {
+    const char *name;
+    void *found;
+};
+
+static int look_in(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct anywhere *a = arg;
+    const uintptr_t self = (uintptr_t)ftr_dynsym_anywhere;
+    const ElfW(Dyn) *dyn = NULL;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_DYNAMIC) dyn = (const ElfW(Dyn) *)lo;
+        if (ph->p_type == PT_LOAD && self - lo < ph->p_memsz) return 0; /* ours */
+    }
+    if (!dyn) return 0;
+    struct link_map m;
+    memset(&m, 0, sizeof m);
+    m.l_addr = info->dlpi_addr;
+    m.l_ld = (ElfW(Dyn) *)dyn;
+    a->found = ftr_dynsym(&m, a->name);
+    return a->found != NULL;
+}
+
+void *ftr_dynsym_anywhere(const char *name)
+{
+    struct anywhere a = {name, NULL};
+    dl_iterate_phdr(look_in, &a);
+    return a.found;
+}

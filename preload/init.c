@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <ucontext.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,7 @@ uint8_t ftr_have_xsavec;
 uint64_t ftr_slow_area_size;
 __thread void *ftr_slow_area __attribute__((tls_model("initial-exec")));
 __thread uint32_t ftr_slow_busy __attribute__((tls_model("initial-exec")));
+__thread uint32_t ftr_slow_deferred_trap __attribute__((tls_model("initial-exec")));
 
 #define SLOW_STACK_BYTES (64 * 1024) /* what the slow paths' C code may use */
 
@@ -193,9 +195,13 @@ static void print_summary(void)
 {
     int failed = ftr_writer_failed();
     uint64_t lost = ftr_writer_end_lost();
-    /* One line for the run: the session's first process says it (also as an image it exec'd);
-     * a fork child or another program it started says only that its writing failed. */
-    if (!failed && (uint32_t)ftr_process.session_id != (uint32_t)ftr_g.pid) return;
+    /* One line for the run: the session's first process says it (each image of it that
+     * recorded, at its end or exec); a fork child or another program it started says only that
+     * its writing failed. When the first image is not instrumented (a shell: owner 0), every
+     * process that recorded says its own. */
+    uint32_t owner = (uint32_t)ftr_process.session_id;
+    if (!failed && owner != (uint32_t)ftr_g.pid && (owner != 0 || !ftr_writer_bytes())) return;
+    if (!failed && owner == (uint32_t)ftr_g.pid && !ftr_is_root && !ftr_writer_bytes()) return;
     char skipped[384] = "", names[300]; /* "; N functions could not be traced: a, b, see --info" */
     if (ftr_g.skipped) {
         ftr_modules_skipped_names(names, sizeof names);
@@ -234,7 +240,7 @@ int ftr_finish(uint32_t how, int code)
     fill_end(how, code);
     ftr_control_cleanup();
     ftr_writer_stop(&end_info);
-    if (how != FTR_END_EXEC) print_summary();
+    print_summary(); /* at an exec too: the new image may record nothing, or fail to start */
     return 1;
 }
 
@@ -567,18 +573,52 @@ static void flush_for_fatal(int sig)
 /* SIGTRAP is always ours (sigguard.c keeps it so): first a thread that met a site during a
  * breakpoint batch, sent on; otherwise the program's own handler, or its default action (the
  * trace is flushed first, as for the other fatal signals). */
+static __thread int prog_trap_depth, prog_trap_pending; /* the program's SIGTRAP handler */
+static __thread siginfo_t prog_trap_info;
+
 static void on_sigtrap(int sig, siginfo_t *si, void *uc)
 {
     int saved = errno;
+    siginfo_t held;
     if (ftr_bp_trap(si, uc)) {
+        errno = saved;
+        return;
+    }
+    /* Sent by someone (not a trap of this thread's) while the thread is in a slow path, on its
+     * private area (its top included: rsp there, the area's stack still empty): put off until
+     * ftr_call_saving() is back on the thread's stack. */
+    uintptr_t sp = (uintptr_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RSP];
+    uintptr_t area = (uintptr_t)ftr_slow_area;
+    if (si && si->si_code <= 0 && ftr_slow_busy && area && sp - area <= ftr_slow_area_size) {
+        ftr_slow_deferred_trap = 1;
         errno = saved;
         return;
     }
     struct sigaction pa;
     ftr_sigguard_program_action(sig, &pa);
     if (!(pa.sa_flags & SA_SIGINFO) && pa.sa_handler == SIG_DFL) flush_for_fatal(sig);
+    /* Our handler runs with SIGTRAP open (SA_NODEFER), the program's must not: without
+     * SA_NODEFER the kernel would have blocked it meanwhile. One sent while the program's
+     * handler runs is held (pending signals of a number merge into one, as the kernel's) and
+     * delivered when that handler returns, with the same context (the one the kernel would give
+     * at the unblocking sigreturn). */
+    if (prog_trap_depth && si && si->si_code <= 0 && !(pa.sa_flags & SA_NODEFER)) {
+        prog_trap_info = *si;
+        prog_trap_pending = 1;
+        errno = saved;
+        return;
+    }
+    for (;;) {
+        errno = saved;
+        prog_trap_depth = 1;
+        ftr_sigguard_chain(sig, si, uc);
+        prog_trap_depth = 0;
+        if (!prog_trap_pending) break;
+        prog_trap_pending = 0;
+        held = prog_trap_info;
+        si = &held;
+    }
     errno = saved;
-    ftr_sigguard_chain(sig, si, uc);
 }
 
 /* SIGTRAP stays ours (sigguard.c): never blocked, the program's handler chained. Every other
@@ -709,6 +749,13 @@ __attribute__((constructor)) static void ftr_init(void)
         ftr_msg("no function entry hooks found in %s: build with -pg -mfentry (or -pg, "
                 "-mnop-mcount -mrecord-mcount, -fpatchable-function-entry=5); running untraced",
                 ftr_process.exe);
+        if (ftr_is_root) { /* no summary owner: each instrumented child says its own */
+            char id[32];
+            ftr_process.session_id &= ~(uint64_t)0xffffffff;
+            if (!ftr_process.session_id) ftr_process.session_id = (uint64_t)1 << 32;
+            snprintf(id, sizeof id, "%llu", (unsigned long long)ftr_process.session_id);
+            setenv(ftr_env_name(FTR_ENV_SESSION), id, 1);
+        }
         return; /* the file stays, with its header, for instrumented children */
     }
     /* before the writer thread exists: registering for membarrier in a single-threaded process

@@ -31,7 +31,9 @@
  *
  * Not emulated: a guarded signal the program believes blocked reaches its action (a SIGTRAP it
  * raised with int3 would kill it without us); setting SIG_IGN does not discard a pending one;
- * the program's SA_ONSTACK and SA_RESTART (ours apply).
+ * the program's SA_ONSTACK and SA_RESTART (ours apply), and its sa_mask. Emulated by init.c's
+ * handler: its own signal stays blocked while its handler runs (SA_NODEFER not set), for a
+ * SIGTRAP someone sends: held and delivered when the handler returns.
  *
  * Everything passes through before ftr_sigguard_init() and in a vfork child (the pid is not
  * ours: it shares our table but not our dispositions or mask, which it may prepare for exec).

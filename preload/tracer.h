@@ -181,6 +181,9 @@ extern uint64_t ftr_slow_area_size FTR_HIDDEN; /* the xsave image + the slow-pat
 /* this thread's slow-path area (NULL until its first slow path) and its nesting count */
 extern __thread void *ftr_slow_area __attribute__((tls_model("initial-exec"))) FTR_HIDDEN;
 extern __thread uint32_t ftr_slow_busy __attribute__((tls_model("initial-exec"))) FTR_HIDDEN;
+/* a SIGTRAP sent while the thread was on its slow-path area, raised again after it */
+extern __thread uint32_t ftr_slow_deferred_trap __attribute__((tls_model("initial-exec")))
+FTR_HIDDEN;
 void ftr_slow_area_free(void) FTR_HIDDEN; /* at the thread's end */
 void ftr_xsave_init(void) FTR_HIDDEN;
 
@@ -221,6 +224,9 @@ void ftr_unwind_fde_resolve(void) FTR_HIDDEN;
  * without a lock (NULL: not defined there, or an IFUNC) */
 struct link_map;
 void *ftr_dynsym(const struct link_map *m, const char *name) FTR_HIDDEN;
+/* the first definition of name in the loaded objects but ours, in load order (takes the
+ * loader's lock: dl_iterate_phdr) */
+void *ftr_dynsym_anywhere(const char *name) FTR_HIDDEN;
 /* In a fork child: the frames inherited from the parent are entered again, now, in the
  * child's own stream, so that its tree nests and closes. */
 void ftr_reopen_frames(void) FTR_HIDDEN;

@@ -317,15 +317,29 @@ GLOBAL_HIDDEN(ftr_call_saving)
     call *%r12
     mov %r13, %rdi
     call restore_state
-4:  subl $1, %fs:(%r14)
-    lea -48(%rbp), %rsp            /* the saved mask, back in force */
-    mov $14, %eax                  /* rt_sigprocmask(SIG_SETMASK, rsp, NULL, 8) */
+4:  lea -48(%rbp), %rsp            /* off the area first, then free it */
+    subl $1, %fs:(%r14)
+    mov $14, %eax                  /* rt_sigprocmask(SIG_SETMASK, rsp, NULL, 8): the saved mask */
     mov $2, %edi
     mov %rsp, %rsi
     xor %edx, %edx
     mov $8, %r10d
     syscall
-    lea -32(%rbp), %rsp
+    movq ftr_slow_deferred_trap@GOTTPOFF(%rip), %r13
+    cmpl $0, %fs:(%r13)
+    je 5f
+    movl $0, %fs:(%r13)            /* a SIGTRAP put off: tgkill(getpid(), gettid(), SIGTRAP) */
+    mov $186, %eax
+    syscall
+    mov %rax, %r12
+    mov $39, %eax
+    syscall
+    mov %rax, %rdi
+    mov %r12, %rsi
+    mov $5, %edx
+    mov $234, %eax
+    syscall
+5:  lea -32(%rbp), %rsp
     pop %r14
     pop %r13
     pop %r12
@@ -336,12 +350,16 @@ GLOBAL_HIDDEN(ftr_call_saving)
     .cfi_endproc
 END(ftr_call_saving)
 
-/* Every signal but those a fault raises at once (SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV,
- * SIGSYS): blocked, the kernel would deliver those with the default action. */
+/* Every signal but SIGTRAP and SIGSYS. Blocked, those would come with the default action when
+ * the kernel raises them: a single-step or int3 trap (the program's own, or our breakpoint
+ * batches), a seccomp filter's trap of one of our system calls (a sandbox's handler emulates
+ * it). A SIGTRAP another thread or process sends while we are on the private area is put off
+ * by on_sigtrap() (init.c) and raised again here, once back on the thread's stack. A fault of
+ * our own (SIGSEGV, SIGBUS, SIGILL, SIGFPE) ends the process with the default action. */
     .section .rodata
     .balign 8
 slow_blocked:
-    .quad ~((1 << 3) | (1 << 4) | (1 << 6) | (1 << 7) | (1 << 10) | (1 << 30))
+    .quad ~((1 << 4) | (1 << 30))
     .text
 
 /* save_state(image in rdi, 64-byte aligned): every enabled component in use. Clobbers rax,

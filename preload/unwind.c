@@ -33,13 +33,25 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
+/* Not in the global scope after us, the caller is a library opened RTLD_LOCAL, whose own
+ * dependencies define it (libstdc++, libgcc_s): looked up each time, as that library and
+ * its definition go when it is closed. NULL: none loaded. */
+static void *next_or_null(void **cache, const char *name)
+{
+    if (*cache) return *cache;
+    void *p = dlsym(RTLD_NEXT, name);
+    if (p) return *cache = p;
+    return ftr_dynsym_anywhere(name);
+}
+
 static void *next(void **cache, const char *name)
 {
-    if (!*cache && !(*cache = dlsym(RTLD_NEXT, name))) {
+    void *p = next_or_null(cache, name);
+    if (!p) { /* a caller that links to it cannot be without it: never reached */
         ftr_msg("fatal: %s not found after libftrace.so", name);
         abort();
     }
-    return *cache;
+    return p;
 }
 #define NEXT(var, name) ((__typeof__(var))next((void **)&(var), name))
 
@@ -283,13 +295,14 @@ typedef int (*trace_fn)(struct _Unwind_Context *, void *);
 typedef int (*unwind_backtrace_fn)(trace_fn, void *);
 typedef uintptr_t (*get_fn)(struct _Unwind_Context *);
 static unwind_backtrace_fn real_unwind_backtrace;
-static get_fn get_ip, get_cfa;
+static get_fn real_get_ip, real_get_cfa;
 
 struct trace_arg {
     trace_fn fn;
     void *arg;
-    int skip;           /* our own frame comes first */
-    uintptr_t last_cfa; /* the pseudo-frame again at the same CFA: no progress, stop */
+    get_fn get_ip, get_cfa; /* of the unwinder that runs the walk */
+    int skip;               /* our own frame comes first */
+    uintptr_t last_cfa;     /* the pseudo-frame again at the same CFA: no progress, stop */
 };
 
 static int trace_one(struct _Unwind_Context *ctx, void *p)
@@ -299,9 +312,9 @@ static int trace_one(struct _Unwind_Context *ctx, void *p)
         a->skip = 0;
         return 0;
     }
-    uintptr_t ip = get_ip ? get_ip(ctx) : 0;
-    if (ip == (uintptr_t)ftr_tramp_return && get_cfa) {
-        uintptr_t cfa = get_cfa(ctx);
+    uintptr_t ip = a->get_ip ? a->get_ip(ctx) : 0;
+    if (ip == (uintptr_t)ftr_tramp_return && a->get_cfa) {
+        uintptr_t cfa = a->get_cfa(ctx);
         if (cfa == a->last_cfa) return 5; /* _URC_END_OF_STACK */
         a->last_cfa = cfa;
     } else if (ftr_walk_ours(ip)) {
@@ -313,9 +326,12 @@ static int trace_one(struct _Unwind_Context *ctx, void *p)
 EXPORT int _Unwind_Backtrace(trace_fn fn, void *arg)
 {
     unwind_backtrace_fn real = NEXT(real_unwind_backtrace, "_Unwind_Backtrace");
-    if (!get_ip) get_ip = (get_fn)dlsym(RTLD_NEXT, "_Unwind_GetIP");
-    if (!get_cfa) get_cfa = (get_fn)dlsym(RTLD_NEXT, "_Unwind_GetCFA");
-    struct trace_arg a = {fn, arg, 1, 0};
+    struct trace_arg a = {fn,
+                          arg,
+                          (get_fn)next_or_null((void **)&real_get_ip, "_Unwind_GetIP"),
+                          (get_fn)next_or_null((void **)&real_get_cfa, "_Unwind_GetCFA"),
+                          1,
+                          0};
     ftr_walk_begin((uintptr_t)__builtin_frame_address(0));
     int rc = real(trace_one, &a);
     ftr_walk_end();
@@ -341,8 +357,9 @@ EXPORT void *__cxa_begin_catch(void *exc)
     uintptr_t caller_sp = (uintptr_t)__builtin_frame_address(0) + 16;
     ftr_close_frames_below(caller_sp, 0);
     begin_catch_fn real = NEXT(real_begin_catch, "__cxa_begin_catch");
-    if (!real_get_globals) real_get_globals = (get_globals_fn)dlsym(RTLD_NEXT, "__cxa_get_globals");
-    struct cxa_eh_globals *g = real_get_globals ? real_get_globals() : NULL;
+    get_globals_fn get_globals =
+        (get_globals_fn)next_or_null((void **)&real_get_globals, "__cxa_get_globals");
+    struct cxa_eh_globals *g = get_globals ? get_globals() : NULL;
     if (g && g->uncaught <= 1) rehook_all();
     return real(exc);
 }

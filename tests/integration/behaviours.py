@@ -157,6 +157,15 @@ def exact_besides(want, leaf):
     return check
 
 
+def plug_tree():
+    """bdl_local.c: plug_run(i % 4) for i < 20, each with 5 throws through r^(d + 1)."""
+    t = collections.Counter({"main": 1, "main;call_plug": 20, "main;call_plug;plug_run": 20})
+    for i in range(20):
+        for k in range(1, i % 4 + 2):
+            t["main;call_plug;plug_run" + ";r" * k] += 5
+    return dict(t)
+
+
 def worker_tree(n, root="worker"):
     return {root: 1, root + ";work": 1, root + ";work;leaf": n}
 
@@ -814,10 +823,11 @@ CASES = {
         "main;f1;f2;f3;on_usr1": 1}]), cflags="-rdynamic", variant="rdynamic"),
     # a handler with a 200 KiB frame, every 20 us, on threads whose slow paths come every few
     # hundred calls: it must run on the thread's stack, never on the tracer's private one
-    "signal-big-handler": Case("bsigstack.c", [], exact(
+    **{"signal-big-handler" + suffix: Case("bsigstack.c", [sig], exact(
         [{"main": 1}] + [dict({"worker": 1}, **{"worker" + ";fstep" * k: 10000
                                                 for k in range(1, 22)})] * 2),
-        env={"FTRACE_BUFSIZE": "16"}),
+        env={"FTRACE_BUFSIZE": "16"}) for suffix, sig in (("", "usr1"), ("-trap", "trap"),
+                                                           ("-bus", "bus"))},
     # _Unwind_Backtrace() of a libgcc_s opened RTLD_LOCAL, or of the program's own copy: no
     # wrapper sees it, and it must end
     **{"unwind-%s-libgcc" % m: Case("bwalk_local.c", [arg], exact([{
@@ -902,6 +912,11 @@ CASES = {
         "main": 1, "main;lib_outer": 2, "main;lib_outer;lib_inner": 4,
         "main;lib_outer;app_cb": 2}]), needed=NEEDED_LIB, dlopen=DL_LIBS),
     "lib-dlopen": Case("blibs.c", ["dlopen"], None, needed=NEEDED_LIB, dlopen=DL_LIBS),
+    # a C++ plugin opened RTLD_LOCAL (and RTLD_GLOBAL, in turn) by a C program: its catches and
+    # _Unwind_Backtrace reach the tracer's wrappers, whose real functions are only in the
+    # plugin's own dependencies
+    "lib-dlopen-local-cxx": Case("bdl_local.c", [], exact([plug_tree()]),
+                                 dlopen=(("libbplug.cpp", "bplug", "-Wl,--no-as-needed -lstdc++"),)),
     # 6. limits
     "limit-deep": Case("blimits.c", ["deep"], check_deep, graph_args=["--max-depth=64"]),
     "limit-closefds": Case("blimits.c", ["closefds"], all_of(

@@ -24,6 +24,7 @@
 #define DEPTH 20
 
 static atomic_int stop, done;
+static int signo = SIGUSR1;
 static atomic_long wrong, off_stack, handled;
 static __thread uintptr_t stack_lo, stack_hi;
 static volatile long sink;
@@ -81,19 +82,28 @@ NOTRACE static void *storm(void *arg)
     pthread_t *ts = arg;
     struct timespec d = {0, 20000};
     for (unsigned k = 0; !stop; k++) {
-        if (done < WORKERS) pthread_kill(ts[k % WORKERS], SIGUSR1);
+        if (done < WORKERS) pthread_kill(ts[k % WORKERS], signo);
         nanosleep(&d, NULL);
     }
     return NULL;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    const char *which = argc > 1 ? argv[1] : "usr1";
+    if (!strcmp(which, "trap"))
+        signo = SIGTRAP;
+    else if (!strcmp(which, "bus"))
+        signo = SIGBUS;
+    else if (strcmp(which, "usr1")) {
+        fprintf(stderr, "usage: bsigstack [usr1|trap|bus]\n");
+        return 2;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_usr1;
     sa.sa_flags = SA_RESTART;
-    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(signo, &sa, NULL);
     pthread_t ts[WORKERS], st;
     for (int i = 0; i < WORKERS; i++)
         pthread_create(&ts[i], NULL, worker, NULL);
