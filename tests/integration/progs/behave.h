@@ -1,7 +1,9 @@
 /* Helpers for the behaviour test programs (tests/integration/behaviours.py). */
 #ifndef BEHAVE_H
 #define BEHAVE_H
+#include <sys/time.h>
 #include "progs.h"
+
 
 /* Put after a call in tail position: the call stays a call (no sibling-call jmp). */
 #define NOTAIL() __asm__ volatile("" ::: "memory")
@@ -9,5 +11,14 @@
 #define KEEP(x) __asm__ volatile("" : "+r"(x))
 /* A function the compiler does not instrument (no entry hook, no frame in the tree). */
 #define NOTRACE __attribute__((no_instrument_function, patchable_function_entry(0, 0), noinline))
+
+/* gprof's timer (ITIMER_PROF, started by a -pg build's start-up, untraced) survives exec: the
+ * new image dies of SIGPROF when it fires before that image's start-up installs its handler
+ * (seen under load). Stopped before an exec, so that the untraced run is deterministic too. */
+NOTRACE static inline void stop_prof_timer(void)
+{
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_PROF, &off, NULL);
+}
 
 #endif

@@ -86,6 +86,7 @@ NOINLINE pid_t spawner(const char *how)
         p = vfork();
         if (p == 0) {
             vfork_child_work(); /* the child runs traced code before its exec */
+            stop_prof_timer();
             execl("/proc/self/exe", "bproc", "child", "vfork", (char *)NULL);
             _exit(127);
         }
@@ -137,8 +138,10 @@ NOINLINE void spawn_one(int i)
     pid_t p = fork();
     if (p == 0) {
         if (i % 4 == 0) {
+            stop_prof_timer();
             execl("/bin/true", "true", (char *)NULL);
         } else if (i % 4 == 1) {
+            stop_prof_timer();
             execl("/proc/self/exe", "bproc", "image", (char *)NULL);
         } else if (i % 4 == 2) {
             fork_work();
@@ -181,6 +184,7 @@ NOINLINE void before_exec(void)
         if (strncmp(*e, "LD_PRELOAD=", 11) && strncmp(*e, "FTRACE_", 7)) envp[n++] = *e;
     envp[n] = NULL;
     char *args[] = {"bproc", "exec-child", NULL};
+    stop_prof_timer();
     execve("/proc/self/exe", args, envp);
     perror("execve");
     exit(1);

@@ -39,6 +39,7 @@ NOINLINE void *execer(void *arg)
     envp[n] = NULL;
     char *args[] = {"bthexec", "exec-child", NULL};
     fflush(stdout);
+    stop_prof_timer();
     execve("/proc/self/exe", args, envp);
     perror("execve");
     exit(1);
