@@ -4,7 +4,6 @@
 #include <sys/time.h>
 #include "progs.h"
 
-
 /* Put after a call in tail position: the call stays a call (no sibling-call jmp). */
 #define NOTAIL() __asm__ volatile("" ::: "memory")
 /* Keeps x live in a register: the call producing it cannot become a tail call. */
