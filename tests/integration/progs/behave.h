@@ -17,7 +17,7 @@
 NOTRACE static inline void stop_prof_timer(void)
 {
     struct itimerval off = {{0, 0}, {0, 0}};
-    setitimer(ITIMER_PROF, &off, NULL);
+    setitimer(ITIMER_PROF, &off, 0);
 }
 
 #endif
