@@ -200,8 +200,8 @@ static void print_summary(void)
      * its writing failed. When the first image is not instrumented (a shell: owner 0), every
      * process that recorded says its own. */
     uint32_t owner = (uint32_t)ftr_process.session_id;
-    if (!failed && owner != (uint32_t)ftr_g.pid && (owner != 0 || !ftr_writer_bytes())) return;
-    if (!failed && owner == (uint32_t)ftr_g.pid && !ftr_is_root && !ftr_writer_bytes()) return;
+    int mine = owner == (uint32_t)ftr_g.pid, wrote = ftr_writer_bytes() != 0;
+    if (!failed && !(mine && (ftr_is_root || wrote)) && !(owner == 0 && wrote)) return;
     char skipped[384] = "", names[300]; /* "; N functions could not be traced: a, b, see --info" */
     if (ftr_g.skipped) {
         ftr_modules_skipped_names(names, sizeof names);
