@@ -40,6 +40,7 @@ struct frp_names {
     const char ***src; /* by process idx, by site: "file:line", NOSRC, or NULL (not looked up) */
     uint32_t *srcn;
     uint32_t nprocs;
+    struct frp_arena strs; /* the names and lines made here */
 };
 
 static const char NOSRC[] = "";
@@ -48,6 +49,24 @@ const char *frp_module_file(const char *path)
 {
     const char *s = strrchr(path, '/');
     return s ? s + 1 : path;
+}
+
+/* ---- what the trace recorded of a site ---- */
+
+const struct frp_site_meta *frp_site_meta(const struct frp_process *p, uint32_t site,
+                                          const struct frp_process **owner)
+{
+    const struct frp_process *q = p;
+    for (int first = 1; q; first = 0) {
+        if (site < q->nsites && q->meta && q->meta[site].raw) {
+            if (owner) *owner = q;
+            return &q->meta[site];
+        }
+        if (first && (q->has_sites || q->after_exec)) break;
+        if (!first && q->after_exec) break;
+        q = q->parent;
+    }
+    return NULL;
 }
 
 /* ---- demangling ---- */
@@ -168,7 +187,8 @@ struct frp_name frp_display_name(struct frp_report *r, const struct frp_process 
             tmp[nlen] = '@';
             memcpy(tmp + nlen + 1, mod, mlen - 1);
         }
-        d = frp_report_strdup(r, tmp, nlen + mlen);
+        struct frp_names *store = names_of(r);
+        d = store ? frp_arena_str(&store->strs, tmp, nlen + mlen) : NULL;
     }
     free(tmp);
     free(dem);
@@ -212,7 +232,8 @@ static const char *find_srcline(struct frp_report *r, const struct frp_process *
     char tmp[4096];
     int n = snprintf(tmp, sizeof tmp, "%s:%d", file, lineno);
     if (n < 0) return NOSRC;
-    const char *s = frp_report_strdup(r, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+    const char *s =
+        frp_arena_str(&names_of(r)->strs, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
     return s ? s : NOSRC;
 }
 
@@ -270,6 +291,7 @@ void frp_names_free(struct frp_report *r)
     free(ns->src);
     free(ns->srcn);
     free(ns->mods);
+    frp_arena_free(&ns->strs);
     free(ns);
     r->names = NULL;
 }

@@ -15,65 +15,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- string arena: names live as long as the report ---- */
-struct arena_blk {
-    struct arena_blk *next;
-    size_t used, cap;
-    char data[];
-};
-
 struct frp_report_priv {
     struct ftr_reader *rd;
-    struct arena_blk *arena;
-    struct frp_hmap pids; /* pid -> idx of its current process instance */
-    struct frp_hmap tids; /* proc idx << 32 | tid -> thread idx */
+    struct frp_arena arena; /* names live as long as the report */
+    struct frp_hmap pids;   /* pid -> idx of its current process instance */
+    struct frp_hmap tids;   /* proc idx << 32 | tid -> thread idx */
     size_t procs_cap, threads_cap, chunks_cap;
     struct ftr_buf payload;
     struct ftr_site_info *sitebuf;
     size_t sitebuf_cap;
     int truncated;
 };
-
-static char *arena_alloc(struct frp_report_priv *pv, size_t n)
-{
-    struct arena_blk *b = pv->arena;
-    if (!b || b->cap - b->used < n) {
-        size_t cap = n > 65536 ? n : 65536;
-        b = malloc(sizeof *b + cap);
-        if (!b) return NULL;
-        b->cap = cap;
-        b->used = 0;
-        if (n > 65536 / 4 && pv->arena) { /* big string: keep filling the current block */
-            b->next = pv->arena->next;
-            pv->arena->next = b;
-        } else {
-            b->next = pv->arena;
-            pv->arena = b;
-        }
-    }
-    char *p = b->data + b->used;
-    b->used += n;
-    return p;
-}
-
-static const char *arena_str(struct frp_report_priv *pv, const char *s, size_t n)
-{
-    char *p = arena_alloc(pv, n + 1);
-    if (!p) return NULL;
-    memcpy(p, s, n);
-    p[n] = 0;
-    frp_sanitize(p, n);
-    return p;
-}
-
-static void arena_free(struct frp_report_priv *pv)
-{
-    while (pv->arena) {
-        struct arena_blk *b = pv->arena;
-        pv->arena = b->next;
-        free(b);
-    }
-}
 
 /* ---- tables ---- */
 static struct frp_process *new_proc(struct frp_report *r, uint32_t pid)
@@ -149,7 +101,7 @@ static const char *join_argv(struct frp_report_priv *pv, const char *const *argv
         ftr_buf_append(&b, "'", 1);
     }
     if (more) ftr_buf_append(&b, " ...", 4);
-    const char *s = arena_str(pv, b.data ? (const char *)b.data : "", b.len);
+    const char *s = frp_arena_str(&pv->arena, b.data ? (const char *)b.data : "", b.len);
     ftr_buf_free(&b);
     return s;
 }
@@ -190,7 +142,7 @@ static int load_process(struct frp_report *r, const struct ftr_chunk_hdr *h)
     p->clock_check = pi.clock_check;
     size_t n = pi.argc < cap ? pi.argc : cap;
     p->cmdline = join_argv(pv, argv, n, pi.argc > n);
-    p->exe = pi.exe ? arena_str(pv, pi.exe, strlen(pi.exe)) : NULL;
+    p->exe = pi.exe ? frp_arena_str(&pv->arena, pi.exe, strlen(pi.exe)) : NULL;
     if (!p->cmdline || (pi.exe && !p->exe)) rc = FTR_E_NOMEM;
 out:
     if (argv != small) free(argv);
@@ -215,10 +167,10 @@ static int load_module(struct frp_report *r, const struct ftr_chunk_hdr *h)
     m->id = mi.module_id;
     m->base = mi.base;
     m->load_tsc = mi.load_tsc;
-    m->path = mi.path ? arena_str(pv, mi.path, strlen(mi.path)) : "?";
+    m->path = mi.path ? frp_arena_str(&pv->arena, mi.path, strlen(mi.path)) : "?";
     if (!m->path) return FTR_E_NOMEM;
     if (mi.build_id_len && mi.build_id_len <= 64) {
-        uint8_t *id = (uint8_t *)arena_alloc(pv, mi.build_id_len);
+        uint8_t *id = (uint8_t *)frp_arena_alloc(&pv->arena, mi.build_id_len);
         if (!id) return FTR_E_NOMEM;
         memcpy(id, mi.build_id, mi.build_id_len);
         m->build_id = id;
@@ -276,7 +228,7 @@ static int load_sites(struct frp_report *r, const struct ftr_chunk_hdr *h)
         }
         if (grow_sites(p, s->site)) return FTR_E_NOMEM;
         size_t len = strlen(s->name);
-        const char *name = arena_str(pv, s->name, len);
+        const char *name = frp_arena_str(&pv->arena, s->name, len);
         if (!name) return FTR_E_NOMEM;
         p->sites[s->site] = (struct frp_name){name, (uint32_t)len};
         p->meta[s->site] = (struct frp_site_meta){name, s->func, midx};
@@ -295,7 +247,7 @@ static int load_thread(struct frp_report *r, const struct ftr_chunk_hdr *h)
     struct frp_thread *t = p ? thread_for(r, p, ti.tid ? ti.tid : h->tid) : NULL;
     if (!t) return FTR_E_NOMEM;
     if (ti.name && *ti.name) {
-        t->name = arena_str(r->priv, ti.name, strlen(ti.name));
+        t->name = frp_arena_str(&r->priv->arena, ti.name, strlen(ti.name));
         if (!t->name) return FTR_E_NOMEM;
     }
     return FTR_OK;
@@ -325,7 +277,8 @@ static int load_mark(struct frp_report *r, const struct ftr_chunk_hdr *h)
         if (!m) return FTR_E_NOMEM;
         p->marks = m;
     }
-    const char *text = arena_str(r->priv, mi.text ? mi.text : "", mi.text ? strlen(mi.text) : 0);
+    const char *text =
+        frp_arena_str(&r->priv->arena, mi.text ? mi.text : "", mi.text ? strlen(mi.text) : 0);
     if (!text) return FTR_E_NOMEM;
     p->marks[p->nmarks++] = (struct frp_mark){mi.tsc, mi.what, mi.value, text};
     return FTR_OK;
@@ -606,7 +559,7 @@ void frp_report_close(struct frp_report *r)
     free(r->threads);
     free(r->chunks);
     if (pv->rd) ftr_reader_close(pv->rd);
-    arena_free(pv);
+    frp_arena_free(&pv->arena);
     frp_hmap_free(&pv->pids);
     frp_hmap_free(&pv->tids);
     ftr_buf_free(&pv->payload);
@@ -661,7 +614,7 @@ struct frp_name frp_site_name(struct frp_report *r, struct frp_process *p, uint3
         char *e = frp_fmt_u64(tmp + 6, site);
         *e++ = '>';
         name.len = (uint32_t)(e - tmp);
-        if (site >= FRP_SITE_LIMIT || !(name.s = arena_str(r->priv, tmp, name.len)))
+        if (site >= FRP_SITE_LIMIT || !(name.s = frp_arena_str(&r->priv->arena, tmp, name.len)))
             return (struct frp_name){"<bad site>", 10};
     }
     if (site < FRP_SITE_LIMIT && grow_sites(p, site) == FTR_OK) p->sites[site] = name;
@@ -674,28 +627,100 @@ void frp_report_damage(const struct frp_report *r, struct ftr_damage *d)
     d->truncated |= r->priv->truncated;
 }
 
-const struct frp_site_meta *frp_site_meta(const struct frp_process *p, uint32_t site,
-                                          const struct frp_process **owner)
-{
-    const struct frp_process *q = p;
-    for (int first = 1; q; first = 0) {
-        if (site < q->nsites && q->meta && q->meta[site].raw) {
-            if (owner) *owner = q;
-            return &q->meta[site];
-        }
-        if (first && (q->has_sites || q->after_exec)) break;
-        if (!first && q->after_exec) break;
-        q = q->parent;
-    }
-    return NULL;
-}
-
 const char *frp_report_strdup(struct frp_report *r, const char *s, size_t n)
 {
-    return arena_str(r->priv, s, n);
+    return frp_arena_str(&r->priv->arena, s, n);
 }
 
 struct ftr_reader *frp_report_reader(struct frp_report *r)
 {
     return r->priv->rd;
+}
+
+/* ---- the note on damage ---- */
+static size_t add_part(char *buf, size_t n, size_t len, const char *s)
+{
+    if (len && len + 2 < n) len += (size_t)snprintf(buf + len, n - len, "; ");
+    if (len < n) len += (size_t)snprintf(buf + len, n - len, "%s", s);
+    return len < n ? len : n - 1;
+}
+
+size_t frp_report_note(const struct frp_report *r, const struct frp_stats *st, char *buf, size_t n)
+{
+    struct ftr_damage d = {0};
+    char tmp[128];
+    size_t len = 0;
+    if (!n) return 0;
+    buf[0] = 0;
+    frp_report_damage(r, &d);
+    uint64_t noend = 0, noend_pid = 0;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        if (r->procs[i]->selected && r->procs[i]->has_info && !r->procs[i]->has_end) {
+            noend++;
+            noend_pid = r->procs[i]->pid;
+        }
+    }
+    if (d.truncated) {
+        len = add_part(buf, n, len, "trace truncated (the program was killed?)");
+    } else if (noend) {
+        if (noend == 1)
+            snprintf(tmp, sizeof tmp, "no end record for pid %llu (killed?)",
+                     (unsigned long long)noend_pid);
+        else
+            snprintf(tmp, sizeof tmp, "no end record for %llu processes (killed?)",
+                     (unsigned long long)noend);
+        len = add_part(buf, n, len, tmp);
+    }
+    uint64_t bad = d.bad_chunks + r->bad_meta + r->bad_events;
+    if (bad) {
+        snprintf(tmp, sizeof tmp, "skipped %llu corrupt chunk%s", (unsigned long long)bad,
+                 bad == 1 ? "" : "s");
+        len = add_part(buf, n, len, tmp);
+    }
+    if (d.skipped_bytes) {
+        snprintf(tmp, sizeof tmp, "skipped %llu damaged byte%s",
+                 (unsigned long long)d.skipped_bytes, d.skipped_bytes == 1 ? "" : "s");
+        len = add_part(buf, n, len, tmp);
+    }
+    if (st && st->unmatched) {
+        snprintf(tmp, sizeof tmp, "skipped %llu unmatched exit%s",
+                 (unsigned long long)st->unmatched, st->unmatched == 1 ? "" : "s");
+        len = add_part(buf, n, len, tmp);
+    }
+    if (st && st->mismatched) {
+        snprintf(tmp, sizeof tmp, "%llu exit%s did not match the open call",
+                 (unsigned long long)st->mismatched, st->mismatched == 1 ? "" : "s");
+        len = add_part(buf, n, len, tmp);
+    }
+    return len;
+}
+
+/* ---- marks ---- */
+size_t frp_mark_text(const struct frp_mark *m, char *buf, size_t n)
+{
+    char t[40];
+    const char *d = t;
+    int len;
+    switch (m->what) {
+    case FTR_MARK_FILTER:
+        len = *m->text ? snprintf(buf, n, "filter '%s'", m->text)
+                       : snprintf(buf, n, "filter: every function");
+        break;
+    case FTR_MARK_DEPTH:
+        len = m->value ? snprintf(buf, n, "max-depth %llu", (unsigned long long)m->value)
+                       : snprintf(buf, n, "max-depth: unlimited");
+        break;
+    case FTR_MARK_THRESHOLD:
+        frp_fmt_time(t, m->value);
+        while (*d == ' ')
+            d++;
+        len = m->value ? snprintf(buf, n, "threshold %s", d) : snprintf(buf, n, "threshold: none");
+        break;
+    default: /* on, off; a newer writer's: its number */
+        len = strcmp(ftr_mark_name(m->what), "?")
+                  ? snprintf(buf, n, "%s", ftr_mark_name(m->what))
+                  : snprintf(buf, n, "mark %u (%llu)", m->what, (unsigned long long)m->value);
+        break;
+    }
+    return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n ? n - 1 : 0;
 }

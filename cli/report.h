@@ -340,6 +340,18 @@ void frp_hmap_free(struct frp_hmap *m);
  *  @return FTR_OK or FTR_E_NOMEM */
 int frp_grow(void **arr, size_t *cap, size_t need, size_t elem);
 
+/* ---- string arena: copies that live until frp_arena_free() ---- */
+struct frp_arena_blk;
+struct frp_arena {
+    struct frp_arena_blk *head;
+};
+/*! frp_arena_alloc() : n bytes (unaligned) from a. @return NULL when out of memory */
+char *frp_arena_alloc(struct frp_arena *a, size_t n);
+/*! frp_arena_str() : a sanitized (frp_sanitize), NUL-terminated copy of s[0..n) in a.
+ *  @return NULL when out of memory */
+const char *frp_arena_str(struct frp_arena *a, const char *s, size_t n);
+void frp_arena_free(struct frp_arena *a);
+
 /* ---- per-thread call stacks kept by the renderers ---- */
 struct frp_frame {
     struct frp_name name;

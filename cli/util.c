@@ -10,64 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- the note on damage ---- */
-static size_t add_part(char *buf, size_t n, size_t len, const char *s)
-{
-    if (len && len + 2 < n) len += (size_t)snprintf(buf + len, n - len, "; ");
-    if (len < n) len += (size_t)snprintf(buf + len, n - len, "%s", s);
-    return len < n ? len : n - 1;
-}
-
-size_t frp_report_note(const struct frp_report *r, const struct frp_stats *st, char *buf, size_t n)
-{
-    struct ftr_damage d = {0};
-    char tmp[128];
-    size_t len = 0;
-    if (!n) return 0;
-    buf[0] = 0;
-    frp_report_damage(r, &d);
-    uint64_t noend = 0, noend_pid = 0;
-    for (uint32_t i = 0; i < r->nprocs; i++) {
-        if (r->procs[i]->selected && r->procs[i]->has_info && !r->procs[i]->has_end) {
-            noend++;
-            noend_pid = r->procs[i]->pid;
-        }
-    }
-    if (d.truncated) {
-        len = add_part(buf, n, len, "trace truncated (the program was killed?)");
-    } else if (noend) {
-        if (noend == 1)
-            snprintf(tmp, sizeof tmp, "no end record for pid %llu (killed?)",
-                     (unsigned long long)noend_pid);
-        else
-            snprintf(tmp, sizeof tmp, "no end record for %llu processes (killed?)",
-                     (unsigned long long)noend);
-        len = add_part(buf, n, len, tmp);
-    }
-    uint64_t bad = d.bad_chunks + r->bad_meta + r->bad_events;
-    if (bad) {
-        snprintf(tmp, sizeof tmp, "skipped %llu corrupt chunk%s", (unsigned long long)bad,
-                 bad == 1 ? "" : "s");
-        len = add_part(buf, n, len, tmp);
-    }
-    if (d.skipped_bytes) {
-        snprintf(tmp, sizeof tmp, "skipped %llu damaged byte%s",
-                 (unsigned long long)d.skipped_bytes, d.skipped_bytes == 1 ? "" : "s");
-        len = add_part(buf, n, len, tmp);
-    }
-    if (st && st->unmatched) {
-        snprintf(tmp, sizeof tmp, "skipped %llu unmatched exit%s",
-                 (unsigned long long)st->unmatched, st->unmatched == 1 ? "" : "s");
-        len = add_part(buf, n, len, tmp);
-    }
-    if (st && st->mismatched) {
-        snprintf(tmp, sizeof tmp, "%llu exit%s did not match the open call",
-                 (unsigned long long)st->mismatched, st->mismatched == 1 ? "" : "s");
-        len = add_part(buf, n, len, tmp);
-    }
-    return len;
-}
-
 char *frp_fmt_u64(char *p, uint64_t v)
 {
     char tmp[20];
@@ -235,35 +177,6 @@ size_t frp_fmt_time(char *buf, uint64_t ns)
                             units[u].unit);
 }
 
-size_t frp_mark_text(const struct frp_mark *m, char *buf, size_t n)
-{
-    char t[40];
-    const char *d = t;
-    int len;
-    switch (m->what) {
-    case FTR_MARK_FILTER:
-        len = *m->text ? snprintf(buf, n, "filter '%s'", m->text)
-                       : snprintf(buf, n, "filter: every function");
-        break;
-    case FTR_MARK_DEPTH:
-        len = m->value ? snprintf(buf, n, "max-depth %llu", (unsigned long long)m->value)
-                       : snprintf(buf, n, "max-depth: unlimited");
-        break;
-    case FTR_MARK_THRESHOLD:
-        frp_fmt_time(t, m->value);
-        while (*d == ' ')
-            d++;
-        len = m->value ? snprintf(buf, n, "threshold %s", d) : snprintf(buf, n, "threshold: none");
-        break;
-    default: /* on, off; a newer writer's: its number */
-        len = strcmp(ftr_mark_name(m->what), "?")
-                  ? snprintf(buf, n, "%s", ftr_mark_name(m->what))
-                  : snprintf(buf, n, "mark %u (%llu)", m->what, (unsigned long long)m->value);
-        break;
-    }
-    return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n ? n - 1 : 0;
-}
-
 int frp_parse_duration(const char *s, const char *end, uint64_t *ns)
 {
     const char *p = s;
@@ -401,4 +314,52 @@ int frp_grow(void **arr, size_t *cap, size_t need, size_t elem)
     *arr = p;
     *cap = n;
     return FTR_OK;
+}
+
+/* ---- string arena ---- */
+struct frp_arena_blk {
+    struct frp_arena_blk *next;
+    size_t used, cap;
+    char data[];
+};
+
+char *frp_arena_alloc(struct frp_arena *a, size_t n)
+{
+    struct frp_arena_blk *b = a->head;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = n > 65536 ? n : 65536;
+        b = malloc(sizeof *b + cap);
+        if (!b) return NULL;
+        b->cap = cap;
+        b->used = 0;
+        if (n > 65536 / 4 && a->head) { /* big string: keep filling the current block */
+            b->next = a->head->next;
+            a->head->next = b;
+        } else {
+            b->next = a->head;
+            a->head = b;
+        }
+    }
+    char *p = b->data + b->used;
+    b->used += n;
+    return p;
+}
+
+const char *frp_arena_str(struct frp_arena *a, const char *s, size_t n)
+{
+    char *p = frp_arena_alloc(a, n + 1);
+    if (!p) return NULL;
+    memcpy(p, s, n);
+    p[n] = 0;
+    frp_sanitize(p, n);
+    return p;
+}
+
+void frp_arena_free(struct frp_arena *a)
+{
+    while (a->head) {
+        struct frp_arena_blk *b = a->head;
+        a->head = b->next;
+        free(b);
+    }
 }
