@@ -244,3 +244,10 @@ int frp_callgraph_write(struct frp_tree *t, const struct frp_opts *opt, FILE *ou
     errno = e;
     return rc ? -1 : found ? 0 : 1;
 }
+
+/* The call graph merges every thread: no root frame per thread. */
+int frp_callgraph_sink(struct frp_report *r, const struct frp_opts *o, FILE *out,
+                       struct frp_sink *s)
+{
+    return frp_tree_sink(r, o, 0, frp_callgraph_write, out, s);
+}

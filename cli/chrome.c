@@ -271,6 +271,7 @@ void frp_chrome_event(struct frp_chrome *c, const struct frp_item *it)
     }
 }
 
+/* ---- Chrome JSON as a sink of the pipeline ---- */
 static void sink_event(void *ctx, const struct frp_item *it)
 {
     frp_chrome_event(ctx, it);
@@ -283,30 +284,30 @@ static int sink_failed(void *ctx)
     return c->out.err;
 }
 
-int frp_render_chrome_opts(struct frp_report *r, const struct frp_opts *o, FILE *out,
-                           struct frp_stats *st)
+static int sink_end(void *ctx, int rc, struct frp_stats *st)
 {
-    struct frp_chrome *c = frp_chrome_new(out, r->base_tsc);
-    if (!c) return FTR_E_NOMEM;
-    for (uint32_t i = 0; i < r->nprocs; i++)
-        if (r->order[i]->selected) frp_chrome_process(c, r->order[i]);
-    for (uint32_t i = 0; i < r->nthreads; i++)
-        if (r->threads[i]->selected) frp_chrome_thread(c, r->threads[i]);
-    struct frp_sink s = {c, NULL, sink_event, sink_failed};
-    int rc = frp_drive(r, o, &s);
+    struct frp_chrome *c = ctx;
     int e = errno;
     if (frp_chrome_finish(c)) {
         e = errno;
         rc = FTR_E_IO;
         c->stats.write_errno = e;
     }
-    if (st) *st = c->stats;
+    *st = c->stats;
     frp_chrome_free(c);
     errno = e;
     return rc;
 }
 
-int frp_render_chrome(struct frp_report *r, FILE *out, struct frp_stats *st)
+int frp_chrome_sink(struct frp_report *r, const struct frp_opts *o, FILE *out, struct frp_sink *s)
 {
-    return frp_render_chrome_opts(r, NULL, out, st);
+    (void)o;
+    struct frp_chrome *c = frp_chrome_new(out, r->base_tsc);
+    if (!c) return FTR_E_NOMEM;
+    for (uint32_t i = 0; i < r->nprocs; i++)
+        if (r->order[i]->selected) frp_chrome_process(c, r->order[i]);
+    for (uint32_t i = 0; i < r->nthreads; i++)
+        if (r->threads[i]->selected) frp_chrome_thread(c, r->threads[i]);
+    *s = (struct frp_sink){c, NULL, sink_event, sink_failed, sink_end};
+    return FTR_OK;
 }

@@ -300,3 +300,8 @@ int frp_flame_write(struct frp_tree *t, const struct frp_opts *opt, FILE *out)
     errno = e;
     return rc;
 }
+
+int frp_flame_sink(struct frp_report *r, const struct frp_opts *o, FILE *out, struct frp_sink *s)
+{
+    return frp_tree_sink(r, o, o->per_thread, frp_flame_write, out, s);
+}

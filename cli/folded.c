@@ -74,3 +74,14 @@ int frp_folded_write(struct frp_tree *t, FILE *out)
     errno = e;
     return rc;
 }
+
+static int write_tree(struct frp_tree *t, const struct frp_opts *o, FILE *out)
+{
+    (void)o;
+    return frp_folded_write(t, out);
+}
+
+int frp_folded_sink(struct frp_report *r, const struct frp_opts *o, FILE *out, struct frp_sink *s)
+{
+    return frp_tree_sink(r, o, o->per_thread, write_tree, out, s);
+}

@@ -397,6 +397,7 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
     }
 }
 
+/* ---- the graph as a sink of the pipeline ---- */
 static void sink_section(void *ctx, const struct frp_process *p)
 {
     frp_graph_header(ctx, p);
@@ -414,27 +415,26 @@ static int sink_failed(void *ctx)
     return g->out.err;
 }
 
-int frp_render_graph_opts(struct frp_report *r, const struct frp_opts *o, FILE *out,
-                          struct frp_stats *st)
+static int sink_end(void *ctx, int rc, struct frp_stats *st)
 {
-    struct frp_graph *g = frp_graph_new(out);
-    if (!g) return FTR_E_NOMEM;
-    frp_graph_configure(g, r, o);
-    struct frp_sink s = {g, sink_section, sink_event, sink_failed};
-    int rc = frp_drive(r, o, &s);
+    struct frp_graph *g = ctx;
     int e = errno;
     if (frp_graph_finish(g)) {
         e = errno;
         rc = FTR_E_IO;
         g->stats.write_errno = e;
     }
-    if (st) *st = g->stats;
+    *st = g->stats;
     frp_graph_free(g);
     errno = e;
     return rc;
 }
 
-int frp_render_graph(struct frp_report *r, FILE *out, struct frp_stats *st)
+int frp_graph_sink(struct frp_report *r, const struct frp_opts *o, FILE *out, struct frp_sink *s)
 {
-    return frp_render_graph_opts(r, NULL, out, st);
+    struct frp_graph *g = frp_graph_new(out);
+    if (!g) return FTR_E_NOMEM;
+    frp_graph_configure(g, r, o);
+    *s = (struct frp_sink){g, sink_section, sink_event, sink_failed, sink_end};
+    return FTR_OK;
 }

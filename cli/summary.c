@@ -58,6 +58,7 @@ struct sthread {
 
 struct frp_summary {
     struct frp_report *r;
+    FILE *out; /* as a sink: where frp_summary_write() goes at the end */
     enum frp_sort sort;
     int per_thread, srcline;
     struct frp_funcs funcs;
@@ -460,14 +461,31 @@ int frp_summary_write(struct frp_summary *s, FILE *out)
     return rc;
 }
 
+/* ---- the summary as a sink of the pipeline ---- */
 static void sink_event(void *ctx, const struct frp_item *it)
 {
     frp_summary_event(ctx, it);
 }
 
-int frp_summary_run(struct frp_summary *s, const struct frp_opts *o)
+static int sink_end(void *ctx, int rc, struct frp_stats *st)
 {
-    struct frp_sink sink = {s, NULL, sink_event};
-    int rc = frp_drive(s->r, o, &sink);
-    return rc == FTR_OK && s->nomem ? FTR_E_NOMEM : rc;
+    struct frp_summary *s = ctx;
+    if (rc == FTR_OK && s->nomem) rc = FTR_E_NOMEM;
+    if (rc == FTR_OK && frp_summary_write(s, s->out))
+        rc = errno == ENOMEM ? FTR_E_NOMEM : frp_write_failed(st);
+    int e = st->write_errno;
+    *st = *frp_summary_stats(s);
+    st->write_errno = e;
+    frp_summary_free(s);
+    return rc;
+}
+
+int frp_summary_sink(struct frp_report *r, const struct frp_opts *o, FILE *out,
+                     struct frp_sink *sink)
+{
+    struct frp_summary *s = frp_summary_new(r, o);
+    if (!s) return FTR_E_NOMEM;
+    s->out = out;
+    *sink = (struct frp_sink){s, NULL, sink_event, NULL, sink_end};
+    return FTR_OK;
 }

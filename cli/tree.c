@@ -13,6 +13,7 @@
  */
 #include "report.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -280,15 +281,23 @@ void frp_tree_event(struct frp_tree *t, const struct frp_item *it)
     }
 }
 
+/* ---- the tree as a sink of the pipeline, written by one of its views at the end ---- */
+struct tree_sink {
+    struct frp_tree t;
+    frp_tree_writer *write;
+    const struct frp_opts *o;
+    FILE *out;
+};
+
 static void sink_event(void *ctx, const struct frp_item *it)
 {
-    frp_tree_event(ctx, it);
+    frp_tree_event(&((struct tree_sink *)ctx)->t, it);
 }
 
-int frp_tree_build(struct frp_tree *t, struct frp_report *r, const struct frp_opts *o)
+static int sink_end(void *ctx, int rc, struct frp_stats *st)
 {
-    struct frp_sink s = {t, NULL, sink_event};
-    int rc = frp_drive(r, o, &s);
+    struct tree_sink *ts = ctx;
+    struct frp_tree *t = &ts->t;
     if (rc == FTR_OK && t->nomem) rc = FTR_E_NOMEM;
     /* the root's time: what its children took */
     struct frp_tnode *root = &t->nodes[0];
@@ -297,5 +306,30 @@ int frp_tree_build(struct frp_tree *t, struct frp_report *r, const struct frp_op
         root->total_ns += t->nodes[c].total_ns;
         root->calls += t->nodes[c].calls;
     }
+    *st = t->stats;
+    if (rc == FTR_OK) {
+        int w = ts->write(t, ts->o, ts->out);
+        if (w < 0) rc = errno == ENOMEM ? FTR_E_NOMEM : frp_write_failed(st);
+        if (w == 1) rc = FTR_E_EMPTY;
+    }
+    frp_tree_free(t);
+    free(ts);
     return rc;
+}
+
+int frp_tree_sink(struct frp_report *r, const struct frp_opts *o, int per_thread,
+                  frp_tree_writer *write, FILE *out, struct frp_sink *s)
+{
+    struct tree_sink *ts = calloc(1, sizeof *ts);
+    if (!ts) return FTR_E_NOMEM;
+    if (frp_tree_init(&ts->t, r, per_thread)) {
+        frp_tree_free(&ts->t);
+        free(ts);
+        return FTR_E_NOMEM;
+    }
+    ts->write = write;
+    ts->o = o;
+    ts->out = out;
+    *s = (struct frp_sink){ts, NULL, sink_event, NULL, sink_end};
+    return FTR_OK;
 }

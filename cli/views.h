@@ -18,6 +18,8 @@
 #ifndef FTR_VIEWS_H
 #define FTR_VIEWS_H
 
+#include <errno.h>
+
 #include "report.h"
 
 #ifdef __cplusplus
@@ -58,7 +60,11 @@ struct frp_opts {
     void *progress_arg;
 };
 
-/* ---- the pipeline (drive.c) ---- */
+/* ---- the sink: a view as the pipeline sees it ----
+ * A view's constructor (frp_graph_sink(), ...) begins the view (allocates it, writes what
+ * comes before the events) and fills a struct frp_sink; the pipeline (frp_drive) then calls
+ * section() before each process's part and event() for every event, and whoever drove it
+ * calls end() once. No view runs the pipeline itself. */
 struct frp_sink {
     void *ctx;
     /* non-NULL: one merge per selected process, in order of start, this called before each;
@@ -67,7 +73,22 @@ struct frp_sink {
     void (*event)(void *ctx, const struct frp_item *it);
     /* optional: polled now and then; non-zero (errno set) stops the pipeline with FTR_E_IO */
     int (*failed)(void *ctx);
+    /* after the last event, with the pipeline's result rc: writes what the view kept for the
+     * end, flushes, fills st (what the view counted), frees ctx. @return the final result */
+    int (*end)(void *ctx, int rc, struct frp_stats *st);
 };
+/* A view's constructor: begins the view of r with options o (never NULL) writing to out, and
+ * fills *s. @return FTR_OK or FTR_E_NOMEM */
+typedef int frp_sink_open(struct frp_report *r, const struct frp_opts *o, FILE *out,
+                          struct frp_sink *s);
+/*! frp_write_failed() : records that writing the output failed (errno) in st. @return FTR_E_IO */
+static inline int frp_write_failed(struct frp_stats *st)
+{
+    st->write_errno = errno ? errno : EIO;
+    return FTR_E_IO;
+}
+
+/* ---- the pipeline (drive.c) ---- */
 /*! frp_drive() : feeds the selected events to s, through the shaper when o asks for filtering
  *  (filter, max_depth, threshold, time range). The shaper keeps every thread's tree consistent:
  *  a hidden call's exit is hidden too, its visible callees take its place, and the thread's
@@ -107,12 +128,8 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it);
 int frp_graph_finish(struct frp_graph *g);
 const struct frp_stats *frp_graph_stats(const struct frp_graph *g);
 void frp_graph_free(struct frp_graph *g);
-/*! frp_render_graph() : the whole graph of the selected threads, one section per selected
- *  process in order of start. @return FTR_OK, FTR_E_IO (errno: a read or write failed),
- *  FTR_E_NOMEM. */
-int frp_render_graph(struct frp_report *r, FILE *out, struct frp_stats *st);
-int frp_render_graph_opts(struct frp_report *r, const struct frp_opts *o, FILE *out,
-                          struct frp_stats *st);
+/*! frp_graph_sink() : the graph as a sink: one section per selected process. */
+frp_sink_open frp_graph_sink;
 
 /* ---- Chrome Trace Event JSON (chrome.c) ---- */
 struct frp_chrome;
@@ -128,9 +145,9 @@ const struct frp_stats *frp_chrome_stats(const struct frp_chrome *c);
 void frp_chrome_free(struct frp_chrome *c);
 /*! frp_json_escape() : s as the inside of a JSON string, to o. */
 void frp_json_escape(struct frp_out *o, const char *s, size_t n);
-int frp_render_chrome(struct frp_report *r, FILE *out, struct frp_stats *st);
-int frp_render_chrome_opts(struct frp_report *r, const struct frp_opts *o, FILE *out,
-                           struct frp_stats *st);
+/*! frp_chrome_sink() : the JSON document as a sink (with the metadata of the selected
+ *  processes and threads first). */
+frp_sink_open frp_chrome_sink;
 
 /* ---- function ids (tree.c): display names interned to dense ids, 1.. ---- */
 struct frp_funcs {
@@ -192,14 +209,18 @@ struct frp_tree {
 int frp_tree_init(struct frp_tree *t, struct frp_report *r, int per_thread); /* FTR_OK/NOMEM */
 void frp_tree_event(struct frp_tree *t, const struct frp_item *it);
 void frp_tree_free(struct frp_tree *t);
-/*! frp_tree_build() : runs the pipeline into a tree. @return as frp_drive() */
-int frp_tree_build(struct frp_tree *t, struct frp_report *r, const struct frp_opts *o);
+/* What a view of the tree writes at the end: @return 0, 1 (nothing to show), -1 (errno) */
+typedef int frp_tree_writer(struct frp_tree *t, const struct frp_opts *o, FILE *out);
+/*! frp_tree_sink() : a tree (a root frame per thread when per_thread) as a sink; its end()
+ *  completes the tree (the root's time) and hands it to write (1: FTR_E_EMPTY). */
+int frp_tree_sink(struct frp_report *r, const struct frp_opts *o, int per_thread,
+                  frp_tree_writer *write, FILE *out, struct frp_sink *s);
 
 /* ---- summary (summary.c) ---- */
 struct frp_summary;
 struct frp_summary *frp_summary_new(struct frp_report *r, const struct frp_opts *o);
-/*! frp_summary_run() : feeds the pipeline (options o) to s. @return as frp_drive() */
-int frp_summary_run(struct frp_summary *s, const struct frp_opts *o);
+/*! frp_summary_sink() : the summary as a sink: the table(s) are written at the end. */
+frp_sink_open frp_summary_sink;
 void frp_summary_event(struct frp_summary *s, const struct frp_item *it);
 /*! frp_summary_write() : closes the calls still open (at their thread's last event) and writes
  *  the table(s). @return 0 or -1 (write failed, errno) */
@@ -210,11 +231,14 @@ void frp_summary_free(struct frp_summary *s);
 /* ---- views of the call tree ---- */
 /*! frp_folded_write() : "a;b;c SELF_NS" for every path with self time (folded.c). */
 int frp_folded_write(struct frp_tree *t, FILE *out);
+frp_sink_open frp_folded_sink; /* a tree per o->per_thread, written by frp_folded_write() */
 /*! frp_callgraph_write() : the call graph under every function matching o->callgraph
  *  (callgraph.c). @return 0, 1 when no function matched, -1 (write failed, errno) */
 int frp_callgraph_write(struct frp_tree *t, const struct frp_opts *o, FILE *out);
+frp_sink_open frp_callgraph_sink; /* one tree of every thread, frp_callgraph_write() */
 /*! frp_flame_write() : the SVG flame graph (flame.c). @return 0 or -1 (errno) */
 int frp_flame_write(struct frp_tree *t, const struct frp_opts *o, FILE *out);
+frp_sink_open frp_flame_sink; /* a tree per o->per_thread, written by frp_flame_write() */
 
 /* ---- info (info.c) ---- */
 int frp_info_write(struct frp_report *r, FILE *out);

@@ -401,7 +401,7 @@ static char *report_graph(const char *path, long pid, const uint32_t *tids, size
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     struct frp_stats s;
-    cr_assert_eq(frp_render_graph(r, f, &s), FTR_OK);
+    cr_assert_eq(frp_render(r, FRP_GRAPH, NULL, f, &s), FTR_OK);
     fclose(f);
     if (st) *st = s;
     if (note) frp_report_note(r, &s, note, note_len);
@@ -483,7 +483,7 @@ Test(report, pipeline_chrome_json)
     cr_assert(fd >= 0);
     FILE *f = fdopen(fd, "w");
     struct frp_stats st;
-    cr_assert_eq(frp_render_chrome(r, f, &st), FTR_OK);
+    cr_assert_eq(frp_render(r, FRP_CHROME, NULL, f, &st), FTR_OK);
     fclose(f);
     frp_report_close(r);
 
