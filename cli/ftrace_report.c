@@ -4,7 +4,7 @@
  * Exit status: 0 shown (possibly with a note on damage), 1 bad input or I/O error,
  * 2 bad usage.
  */
-#include "report.h"
+#include "report_lib.h"
 #include "tty.h"
 
 #include <errno.h>

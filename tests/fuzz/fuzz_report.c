@@ -12,7 +12,7 @@
  * shaper's options. See docs/report.md for how to run it.
  */
 #define _GNU_SOURCE /* memfd_create */
-#include "report.h"
+#include "report_lib.h"
 
 #include <stdio.h>
 #include <stdlib.h>

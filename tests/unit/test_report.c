@@ -1,6 +1,6 @@
 /*
- * test_report.c - unit tests of cli/ report library: duration column, graph rendering (fed by
- * hand), and the whole pipeline on trace files built with the ftr_enc_* API.
+ * test_report.c - unit tests of the report library (cli/report/): duration column, graph rendering
+ * (fed by hand), and the whole pipeline on trace files built with the ftr_enc_* API.
  */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "report.h"
+#include "report_lib.h"
 
 /* ---------------------------------------------------------------- helpers */
 

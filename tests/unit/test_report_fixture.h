@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "report.h"
+#include "report_lib.h"
 
 static char fx_path[64];
 

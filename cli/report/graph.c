@@ -13,7 +13,10 @@
  * colours on the duration column by marker, the source line of each function (--srcline).
  */
 #define _GNU_SOURCE
-#include "report.h"
+#include "graph.h"
+
+#include "names.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdio.h>

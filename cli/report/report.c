@@ -1,15 +1,17 @@
 /*
- * report.c - loading a trace file into tables, and the streaming merge of its threads.
+ * report.c - loading a trace file into tables (report.h), selecting threads, naming sites,
+ * and the words for the damage met and for ftrace-ctl's marks.
  *
  * Loading is one pass over the chunk headers: metadata chunks (PROCESS, MODULE, SITES, THREAD,
- * END) are decompressed and decoded into tables; EVENTS chunks are only indexed. The merge then
- * walks every selected thread's chunks with one cursor per thread (one decompressed chunk and
- * one event of lookahead each), merged by tsc with a binary heap. A cursor is opened when the
- * merge time reaches its thread's first chunk and released when the thread is done, so memory
- * follows the number of threads alive at a time, not the size of the trace.
+ * END) are decompressed and decoded into tables; EVENTS chunks are only indexed (merge.c reads
+ * them). Strings live in the report's arena (util.c); display names come from names.c. Uses
+ * util.c and names.c, which never call it.
  */
 #define _GNU_SOURCE /* qsort_r */
 #include "report.h"
+
+#include "names.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -2,7 +2,16 @@
  * render.c - every view by name: picks the view's sink, runs the pipeline (drive.c) into it
  * and ends it. The views never run the pipeline themselves.
  */
-#include "report.h"
+#include "render.h"
+
+#include "callgraph.h"
+#include "chrome.h"
+#include "drive.h"
+#include "flame.h"
+#include "folded.h"
+#include "graph.h"
+#include "info.h"
+#include "summary.h"
 
 #include <string.h>
 

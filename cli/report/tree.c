@@ -10,8 +10,13 @@
  * the number of distinct paths, not the number of calls. Folded stacks, the flame graph and
  * the call graph are views of it. Calls still open when their thread ends are closed at the
  * thread's last event.
+ *
+ * As a sink (frp_tree_sink), the tree is handed at the end to the writer of the view that
+ * asked for it (folded.c, callgraph.c, flame.c).
  */
-#include "report.h"
+#include "tree.h"
+
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>

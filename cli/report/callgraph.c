@@ -16,7 +16,10 @@
  * call. "called from" lists the distinct paths that led to F. F is a function name or a shell
  * glob; every function that matches gets its graph.
  */
-#include "report.h"
+#include "callgraph.h"
+
+#include "names.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fnmatch.h>

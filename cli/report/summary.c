@@ -16,7 +16,11 @@
  * thread its call stack and a small table of the functions it called.
  */
 #define _GNU_SOURCE /* qsort_r */
-#include "report.h"
+#include "summary.h"
+
+#include "names.h"
+#include "tree.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -8,7 +8,9 @@
  * (callees in order of first call). With --per-thread every path starts with its thread
  * ("name-tid"). Frames never contain ';' (a ';' in a name is written ':').
  */
-#include "report.h"
+#include "folded.h"
+
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -14,7 +14,9 @@
  * data-selftest attribute (the unit test reads it back from headless Chromium).
  */
 #define _GNU_SOURCE /* qsort_r */
-#include "report.h"
+#include "flame.h"
+
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,8 +1,9 @@
 /*
- * util.c - what every view uses: the note on damage, numbers and durations, the buffered
- * output, printable names, a hash map, call stacks.
+ * util.c - the lowest layer of the report library (util.h): numbers and durations, the
+ * buffered output, printable names, a hash map, growing arrays, a string arena, call stacks.
+ * It knows no trace and calls no other file of the library.
  */
-#include "report.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -6,7 +6,9 @@
  * Events: "B"/"E" per call (ts in microseconds since the earliest process start, 3 decimals),
  * "i" (thread-scoped instant) for special events, "M" process_name / thread_name metadata.
  */
-#include "report.h"
+#include "chrome.h"
+
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -4,7 +4,10 @@
  * tables only: no event is decoded, so it is instant on any trace.
  */
 #define _GNU_SOURCE /* sigabbrev_np */
-#include "report.h"
+#include "info.h"
+
+#include "names.h"
+#include "util.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -1,5 +1,7 @@
 /*
- * names.c - what a function is called in the report, and where its source is.
+ * names.c - what a function is called in the report, and where its source is (names.h).
+ * Below report.c: it reads the tables (tables.h) and uses util.c, and calls nothing of
+ * report.c; its strings live in an arena of its own, freed by frp_names_free().
  *
  * Names come from the trace (the SITES chunks, recorded raw at record time), so the report
  * works when the binaries changed or are gone. They are demangled here (libsupc++'s
@@ -10,7 +12,9 @@
  * and for the sites the trace has no symbol for. A file is used only when its build-id is the
  * one recorded (or when neither has one), so lines never come from another build.
  */
-#include "report.h"
+#include "names.h"
+
+#include "util.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>

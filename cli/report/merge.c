@@ -11,7 +11,9 @@
  * them, so that the views show each mark once, in a thread's flow, without knowing of marks.
  */
 #define _GNU_SOURCE /* qsort_r */
-#include "report.h"
+#include "merge.h"
+
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,5 +1,6 @@
 /*
- * drive.c - the pipeline that feeds the views: merge -> shaper -> view, with progress.
+ * drive.c - the pipeline that feeds a view (drive.h): merge -> shaper -> sink, with progress.
+ * It knows no view: render.c picks the sink (sink.h) and drives it.
  *
  * The shaper hides what the options ask to hide while keeping every thread's call tree
  * consistent, and passes the rest on in the merge's (time) order. Per thread it keeps
@@ -19,7 +20,12 @@
  * without knowing its successor (a call then prints as "f() {" ... "}" even if it had no
  * visible callee).
  */
+#include "drive.h"
+
+#include "merge.h"
+#include "names.h"
 #include "report.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>
