@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ftr_argspec.h"
 #include "ftr_env.h"
 #include "ftr_filter.h"
 
@@ -41,6 +42,10 @@ static void usage(FILE *f)
             "                           (every other site stays a NOP and costs nothing)\n"
             "      --graph-function F   record only the call trees under F (set_graph_function)\n"
             "      --notrace F          hide F and everything it calls (set_graph_notrace)\n"
+            "  -A, --argument SPEC      record arguments: FUNCS[@arg1/x,arg2/s,fparg1,...]\n"
+            "                           (argN/FMT[SIZE], FMT one of d u x c p b e s f;\n"
+            "                           repeatable; docs/arguments.md)\n"
+            "  -R, --retval SPEC        record return values: FUNCS[@retval/FMT[SIZE]]\n"
             "      --max-depth N        record calls up to depth N (max_graph_depth)\n"
             "      --threshold T        keep only calls lasting at least T (10us, 1ms; bare: us)\n"
             "      --disabled           start with tracing off (ftrace-ctl PID on)\n"
@@ -148,6 +153,8 @@ int main(int argc, char **argv)
         {"filter", required_argument, NULL, 'F'},
         {"graph-function", required_argument, NULL, OPT_GRAPH},
         {"notrace", required_argument, NULL, OPT_NOTRACE},
+        {"argument", required_argument, NULL, 'A'},
+        {"retval", required_argument, NULL, 'R'},
         {"max-depth", required_argument, NULL, OPT_DEPTH},
         {"threshold", required_argument, NULL, OPT_THRESHOLD},
         {"disabled", no_argument, NULL, OPT_DISABLED},
@@ -161,7 +168,7 @@ int main(int argc, char **argv)
     const char *output = FTR_DEFAULT_OUTPUT;
     int quiet = 0, c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+o:F:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+o:F:A:R:qh", opts, NULL)) != -1) {
         char err[512];
         switch (c) {
         case 'o':
@@ -180,6 +187,25 @@ int main(int argc, char **argv)
                                 : c == OPT_GRAPH ? FTR_ENV_GRAPH_FUNCTION
                                                  : FTR_ENV_NOTRACE),
                    optarg, 1);
+            break;
+        }
+        case 'A':
+        case 'R': {
+            struct ftr_argspecs sp = {0};
+            if (ftr_argspecs_parse(optarg, c == 'R', &sp, err, sizeof err) < 0) {
+                fprintf(stderr, "%s: %s\n", prog, err);
+                return 2;
+            }
+            ftr_argspecs_free(&sp);
+            enum ftr_env_id id = c == 'A' ? FTR_ENV_ARGS : FTR_ENV_RETVAL;
+            const char *old = getenv(ftr_env_name(id));
+            char *v = NULL;
+            if (asprintf(&v, "%s%s%s", old ? old : "", old && *old ? ";" : "", optarg) < 0) {
+                fprintf(stderr, "%s: out of memory\n", prog);
+                return 2;
+            }
+            setenv(ftr_env_name(id), v, 1);
+            free(v);
             break;
         }
         case OPT_DEPTH: {
@@ -232,7 +258,7 @@ int main(int argc, char **argv)
         default:
             if (optopt)
                 fprintf(stderr, "%s: option '-%c' %s (see --help)\n", prog, optopt,
-                        strchr("oF", optopt) ? "needs an argument" : "is unknown");
+                        strchr("oFAR", optopt) ? "needs an argument" : "is unknown");
             else
                 fprintf(stderr, "%s: unknown option '%s' (see --help)\n", prog, argv[optind - 1]);
             return 2;

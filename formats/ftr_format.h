@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define FTR_FORMAT_MAJOR 2
-#define FTR_FORMAT_MINOR 0
+#define FTR_FORMAT_MINOR 1
 
 #define FTR_FILE_MAGIC "FTRACE\x1a\x01" /* 8 bytes */
 #define FTR_FILE_HEADER_SIZE 16
@@ -126,7 +126,10 @@ enum ftr_event_kind { FTR_EVENT_KINDS(FTR_X_ENUM) };
     X(FTR_SP_SUSPENDED, 5, "suspended") /* arg = the next arg UNWIND events leave frames of a      \
                                            coroutine that switched away: they may resume */        \
     X(FTR_SP_RESUMED, 6, "resumed")     /* arg = the next arg ENTRY events re-enter frames of a    \
-                                           resumed coroutine: the same calls, not new ones */
+                                           resumed coroutine: the same calls, not new ones */      \
+    X(FTR_SP_VALUES, 7, "values") /* arg = site | nwords << 24: the next nwords WORD events hold   \
+                                     argument or return values of that site (ftr_values.h) */      \
+    X(FTR_SP_WORD, 8, "word")     /* arg = 4 bytes of a VALUES event's list, little-endian */
 
 #define FTR_X_ENUM(name, val, str) name = val,
 enum ftr_special { FTR_SPECIALS(FTR_X_ENUM) };

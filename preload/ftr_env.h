@@ -25,6 +25,9 @@
     X(FTR_ENV_NOTRACE, "FTRACE_NOTRACE", "hide the subtrees of these functions")                   \
     X(FTR_ENV_MAX_DEPTH, "FTRACE_MAX_DEPTH", "record calls up to this depth (0: no limit)")        \
     X(FTR_ENV_THRESHOLD, "FTRACE_THRESHOLD", "keep only calls at least this long (10us, 1ms)")     \
+    X(FTR_ENV_ARGS, "FTRACE_ARGS",                                                                 \
+      "record arguments (-A): FUNCS[@arg1/x,arg2/s,fparg1,...], ';' between specs")                \
+    X(FTR_ENV_RETVAL, "FTRACE_RETVAL", "record return values (-R): FUNCS[@retval/d], ';' between") \
     X(FTR_ENV_DISABLED, "FTRACE_DISABLED", "1: start with tracing off (every site a NOP)")         \
     X(FTR_ENV_LOSSLESS, "FTRACE_LOSSLESS",                                                         \
       "1: a thread with no free buffer waits for the writer (default: drops, counts)")             \

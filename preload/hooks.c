@@ -13,9 +13,11 @@
  *  - a shadow entry is reserved first (top moves over it), filled, and its slot stored last;
  *    a free or half-filled entry has slot 0, which every scan skips, and pops clear it.
  */
+#include "ftr_values.h"
 #include "sigguard.h"
 #include "stacks.h"
 #include "tracer.h"
+#include "values.h"
 
 #define SIGNAL_FENCE() __atomic_signal_fence(__ATOMIC_SEQ_CST)
 
@@ -83,6 +85,77 @@ static HOT_INLINE int record_arg(struct ftr_tls *t, uint32_t head, uint64_t tsc,
 static HOT_INLINE int record(struct ftr_tls *t, uint32_t head, uint64_t tsc)
 {
     return record_arg(t, head, tsc, 0);
+}
+
+/* Reserves n records at once: a signal handler's records go before or after, never between. */
+static inline struct ftr_rec *reserve_n(struct ftr_tls *t, size_t n)
+{
+    struct ftr_rec *r = (struct ftr_rec *)(n * sizeof(struct ftr_rec));
+    __asm__ volatile("xaddq %0, %1" : "+r"(r), "+m"(t->pos) : : "memory");
+    return r;
+}
+
+/* A value list (values.h) of site: one VALUES record and its WORD records, reserved together;
+ * the WORDs are filled first and the VALUES head last, so that the writer, which stops at the
+ * first unfilled slot, takes the list whole or not yet. A list cut short by a jump out of a
+ * signal handler leaves WORDs without their VALUES: readers skip them. t->inflight is left
+ * alone: it tells whether the ENTRY or EXIT beside the list was written. */
+static __attribute__((noinline)) void record_values(struct ftr_tls *t, uint32_t site,
+                                                    const uint8_t *buf, size_t nbytes, uint64_t tsc)
+{
+    size_t nw = nbytes / 4;
+    if (!nw) return;
+    t->filling++;
+    SIGNAL_FENCE();
+    struct ftr_rec *r = reserve_n(t, 1 + nw);
+    if (unlikely(r >= t->end || t->end - r < (ptrdiff_t)(1 + nw))) {
+        /* the chunk is full: what was reserved of it stays unfilled (skipped) */
+        if (t->in_slow) {
+            t->lost += 1 + nw;
+            goto out;
+        }
+        t->slow_sp = (uintptr_t)__builtin_frame_address(0);
+        ftr_call_saving(ftr_chunk_full_slow, NULL);
+        t->slow_sp = 0;
+        r = reserve_n(t, 1 + nw);
+        if (r >= t->end || t->end - r < (ptrdiff_t)(1 + nw)) {
+            t->lost += 1 + nw;
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < nw; i++) {
+        struct ftr_rec *w = &r[1 + i];
+        __atomic_store_n(&w->tsc, tsc, __ATOMIC_RELAXED);
+        __atomic_store_n(&w->arg, ftr_rd_le32(buf + 4 * i), __ATOMIC_RELAXED);
+        __atomic_store_n(&w->head, ftr_rec_head(FTR_SP_WORD, FTR_EV_SPECIAL), __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&r->tsc, tsc, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->arg, ftr_values_arg(site, (uint32_t)nw), __ATOMIC_RELAXED);
+    __atomic_store_n(&r->head, ftr_rec_head(FTR_SP_VALUES, FTR_EV_SPECIAL), __ATOMIC_RELEASE);
+out:
+    SIGNAL_FENCE();
+    t->filling--;
+}
+
+static __attribute__((noinline)) void record_args(struct ftr_tls *t, uint32_t site,
+                                                  const uintptr_t *regs, const uintptr_t *slot,
+                                                  uint64_t tsc)
+{
+    unsigned idx = __atomic_load_n(&ftr_site_prog[site], __ATOMIC_ACQUIRE);
+    if (!idx) return;
+    uint8_t buf[FTR_VALUES_MAX_BYTES] __attribute__((aligned(4)));
+    record_values(t, site, buf, ftr_capture_args(&ftr_valprogs[idx], regs, slot, buf), tsc);
+}
+
+/* Entry e returns: its return value first (its EXIT follows), if it records one */
+static inline void record_ret(struct ftr_tls *t, const struct ftr_shadow *e, const uintptr_t *ret,
+                              uint64_t tsc)
+{
+    if (likely(!(e->flags & FTR_SH_RETVAL)) || !(e->flags & FTR_SH_RECORDED) || !ret) return;
+    unsigned idx = __atomic_load_n(&ftr_site_prog[e->site], __ATOMIC_ACQUIRE);
+    if (!idx || !ftr_valprogs[idx].has_ret) return;
+    uint8_t buf[16 + FTR_VALUES_STR_MAX] __attribute__((aligned(4)));
+    record_values(t, e->site, buf, ftr_capture_ret(&ftr_valprogs[idx], ret, buf), tsc);
 }
 
 void ftr_record_special(unsigned subtype, uint32_t arg)
@@ -218,7 +291,8 @@ static inline int room_for_through(const struct ftr_tls *t, uintptr_t s)
            ftr_stack_class(t, s) == FTR_STACK_OWN;
 }
 
-static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot, int through)
+static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot,
+                            const uintptr_t *regs, int through)
 {
     if (unlikely(t->state != FTR_T_ACTIVE)) {
         if (t->state != FTR_T_NEW || t->in_slow) return ENTRY_NONE;
@@ -241,8 +315,9 @@ static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot, i
     /* Should this call be seen? The graph knobs decide; a call that is not seen and needs no
      * bookkeeping is not hooked at all. */
     uint32_t flags = 0;
+    unsigned sf = 0;
     if (unlikely(ftr_hot.site_flags_used)) {
-        unsigned sf = site < FTR_SITE_FLAGS_MAX ? ftr_site_flags[site] : 0;
+        sf = site < FTR_SITE_FLAGS_MAX ? ftr_site_flags[site] : 0;
         if (t->notrace_open) return ENTRY_NONE; /* inside a hidden subtree */
         if (sf & FTR_SF_NOTRACE) flags |= FTR_SH_NOTRACE;
         if (sf & FTR_SF_TRIGGER)
@@ -271,7 +346,8 @@ static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot, i
     SIGNAL_FENCE();
     top->ret = ret;
     top->site = site;
-    top->flags = flags | (rec ? FTR_SH_RECORDED : 0) | (through ? FTR_SH_THROUGH : 0);
+    top->flags = flags | (rec ? FTR_SH_RECORDED : 0) | (through ? FTR_SH_THROUGH : 0) |
+                 (sf & FTR_SF_RETVAL ? FTR_SH_RETVAL : 0);
     top->tsc = tsc;
     SIGNAL_FENCE();
     top->slot = s; /* complete */
@@ -284,6 +360,8 @@ static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot, i
             /* the ENTRY was lost (counted): its end is not recorded either */
             top->flags &= ~FTR_SH_RECORDED;
             t->rec_depth--;
+        } else if (unlikely(sf & FTR_SF_ARGS)) {
+            record_args(t, site, regs, slot, tsc);
         }
     }
     return through ? ENTRY_THROUGH : ENTRY_HOOKED;
@@ -335,19 +413,19 @@ static inline void marks_leave(struct ftr_tls *t, const struct marks *m)
     t->inflight = m->inflight;
 }
 
-void ftr_hook_entry(uint32_t site, uintptr_t *slot)
+void ftr_hook_entry(uint32_t site, uintptr_t *slot, const uintptr_t *regs)
 {
     struct ftr_tls *t = &ftr_tls;
     struct marks m = marks_enter(t, (uintptr_t)slot);
-    entry(t, site, slot, 0);
+    entry(t, site, slot, regs, 0);
     marks_leave(t, &m);
 }
 
-struct ftr_through ftr_hook_through_entry(uint32_t site, uintptr_t *slot)
+struct ftr_through ftr_hook_through_entry(uint32_t site, uintptr_t *slot, const uintptr_t *regs)
 {
     struct ftr_tls *t = &ftr_tls;
     struct marks m = marks_enter(t, (uintptr_t)slot);
-    int how = entry(t, site, slot, 1);
+    int how = entry(t, site, slot, regs, 1);
     marks_leave(t, &m);
     return (struct ftr_through){ftr_site_body[site], how == ENTRY_THROUGH};
 }
@@ -376,7 +454,7 @@ static __attribute__((noreturn)) void lost_return(void)
  * were skipped (dead, closed as unwound) or live on another stack (kept); or it is not on the
  * shadow stack at all (a frame closed too early: the graveyard has its address). */
 static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_t slot,
-                                                     uint64_t tsc, int through)
+                                                     uint64_t tsc, int through, const uintptr_t *rv)
 {
     struct ftr_shadow *base = t->shadow_base, *top = t->top, *m = top;
     while (m > base && m[-1].slot != slot)
@@ -439,8 +517,10 @@ static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_
     uintptr_t ret = lo->ret;
     *(volatile uintptr_t *)slot = ret;
     SIGNAL_FENCE();
-    for (struct ftr_shadow *e = m - 1; e >= lo; e--)
+    for (struct ftr_shadow *e = m - 1; e >= lo; e--) {
+        record_ret(t, e, rv, tsc);
         retire(t, e, FTR_EV_EXIT, tsc);
+    }
     for (size_t i = 0; i < kept; i++)
         lo[i] = m[i];
     for (struct ftr_shadow *e = lo + kept; e < top; e++)
@@ -450,14 +530,15 @@ static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_
     return ret;
 }
 
-static HOT_INLINE uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp, int through)
+static HOT_INLINE uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp, int through,
+                                      const uintptr_t *rv)
 {
     uintptr_t slot = sp - sizeof(uintptr_t);
     uint64_t tsc = ftr_rdtsc();
 
     struct ftr_shadow *top = t->top;
     if (unlikely(top <= t->shadow_base || top[-1].slot != slot))
-        return exit_slow(t, slot, tsc, through);
+        return exit_slow(t, slot, tsc, through, rv);
     /* Every entry of this slot returns now: the function and those it tail-called. The
      * bottom one holds the real return address, which goes back into the slot (now part of
      * the return trampoline's frame) first, for an unwinder that runs from a signal handler
@@ -473,8 +554,10 @@ static HOT_INLINE uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp, int throu
         t->exiting = top;
         t->inflight = NULL;
         SIGNAL_FENCE();
-        if (!(unlikely(ftr_hot.threshold_ticks) && rewind_short(t, top, tsc)))
+        if (!(unlikely(ftr_hot.threshold_ticks) && rewind_short(t, top, tsc))) {
+            if (unlikely(top->flags & FTR_SH_RETVAL)) record_ret(t, top, rv, tsc);
             retire(t, top, FTR_EV_EXIT, tsc);
+        }
         top->slot = 0;
         SIGNAL_FENCE();
     } while (top > lo);
@@ -484,11 +567,11 @@ static HOT_INLINE uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp, int throu
     return ret;
 }
 
-uintptr_t ftr_hook_exit(uintptr_t sp)
+uintptr_t ftr_hook_exit(uintptr_t sp, const uintptr_t *rv)
 {
     struct ftr_tls *t = &ftr_tls;
     struct marks m = marks_enter(t, sp);
-    uintptr_t ret = exit_hook(t, sp, 0);
+    uintptr_t ret = exit_hook(t, sp, 0, rv);
     marks_leave(t, &m);
     return ret;
 }
@@ -497,13 +580,13 @@ uintptr_t ftr_hook_exit(uintptr_t sp)
  * address (a hooked function that tail-called it shares the slot: both close, and the slot gets
  * that one's real address, as at its own return). A thread that stepped aside or ended records
  * nothing more. */
-void ftr_hook_through_exit(uintptr_t *slot)
+void ftr_hook_through_exit(uintptr_t *slot, const uintptr_t *rv)
 {
     struct ftr_tls *t = &ftr_tls;
     if (unlikely(t->state != FTR_T_ACTIVE)) return;
     uintptr_t sp = (uintptr_t)slot + sizeof(uintptr_t);
     struct marks m = marks_enter(t, sp);
-    exit_hook(t, sp, 1);
+    exit_hook(t, sp, 1, rv);
     marks_leave(t, &m);
 }
 

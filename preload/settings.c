@@ -40,6 +40,7 @@
 #include "ftr_filter.h"
 #include "ftr_patcher.h"
 #include "tracer.h"
+#include "values.h"
 
 uint8_t *ftr_site_flags;
 
@@ -244,8 +245,10 @@ int ftr_settings_init(char *err, size_t errlen)
     v = getenv(ftr_env_name(FTR_ENV_DISABLED));
     enabled = !(v && *v && strcmp(v, "0") != 0);
     atomic_store(&ftr_hot.recording, enabled);
+    int vals = ftr_values_init(err, errlen);
+    if (vals < 0) return -1;
     ftr_hot.graph_mode = graph_fns != NULL;
-    ftr_hot.site_flags_used = graph_fns || notrace_fns;
+    ftr_hot.site_flags_used = graph_fns || notrace_fns || vals;
     return 0;
 }
 
@@ -259,14 +262,17 @@ unsigned ftr_site_wanted(const char *module, int is_main, const struct ftr_site 
     const char *name = s->name;
     char *dem = NULL; /* demangled once for every filter */
     if (name && name[0] == '_' && name[1] == 'Z' &&
-        (ftr_filter_terms(filter) || graph_fns || notrace_fns || probe))
+        (ftr_filter_terms(filter) || graph_fns || notrace_fns || probe || ftr_site_prog))
         dem = ftr_demangle(name, FTR_DEMANGLE_FULL);
     unsigned sf = 0;
     if (graph_fns && ftr_filter_match_dem(graph_fns, module, is_main, name, dem))
         sf |= FTR_SF_TRIGGER;
     if (notrace_fns && ftr_filter_match_dem(notrace_fns, module, is_main, name, dem))
         sf |= FTR_SF_NOTRACE;
-    if (ftr_site_flags && s->index < FTR_SITE_FLAGS_MAX) ftr_site_flags[s->index] = (uint8_t)sf;
+    /* values recorded are no reason to hook a site the filter leaves out */
+    unsigned vals = ftr_values_site(module, is_main, s, dem);
+    if (ftr_site_flags && s->index < FTR_SITE_FLAGS_MAX)
+        ftr_site_flags[s->index] = (uint8_t)(sf | vals);
     if (probe && tally_first(&probe_tally, s->index)) {
         probe_tally.hits[0] += ftr_filter_match_dem(probe, module, is_main, name, dem) != 0;
         tally_add(&probe_tally, name);

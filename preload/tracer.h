@@ -56,8 +56,9 @@ struct ftr_shadow {
                               stream until its stack is resumed (hooks.c) */
 #define FTR_SH_THROUGH 32u /* called through (ftr_tramp_through): its slot is not hooked */
 #define FTR_SH_UNCOUNTED                                                                           \
-    64u /* hooks.c: a suspended coroutine's --graph-function/--notrace                             \
-           frame, out of the thread's counters until resumed */
+    64u                    /* hooks.c: a suspended coroutine's --graph-function/--notrace          \
+                              frame, out of the thread's counters until resumed */
+#define FTR_SH_RETVAL 128u /* its return value is recorded (values.h) */
 
 /* per-site flags (ftr_site_flags[site]) */
 #define FTR_SF_TRIGGER 1u
@@ -188,14 +189,17 @@ void ftr_slow_area_free(void) FTR_HIDDEN; /* at the thread's end */
 void ftr_xsave_init(void) FTR_HIDDEN;
 
 /* hooks.c (called from the trampolines) */
-void ftr_hook_entry(uint32_t site, uintptr_t *slot) FTR_HIDDEN;
-uintptr_t ftr_hook_exit(uintptr_t sp) FTR_HIDDEN;
+/* regs: the registers the entry trampoline saved (values.h, FTR_REG_*); rv: the return value
+ * the exit trampoline saved (rax at rv[0], rdx at rv[-1]) */
+void ftr_hook_entry(uint32_t site, uintptr_t *slot, const uintptr_t *regs) FTR_HIDDEN;
+uintptr_t ftr_hook_exit(uintptr_t sp, const uintptr_t *rv) FTR_HIDDEN;
 /* Call-through: where the body starts and whether to call it (1) or jump to it (0) */
 struct ftr_through {
     uintptr_t body, call;
 };
-struct ftr_through ftr_hook_through_entry(uint32_t site, uintptr_t *slot) FTR_HIDDEN;
-void ftr_hook_through_exit(uintptr_t *slot) FTR_HIDDEN;
+struct ftr_through ftr_hook_through_entry(uint32_t site, uintptr_t *slot,
+                                          const uintptr_t *regs) FTR_HIDDEN;
+void ftr_hook_through_exit(uintptr_t *slot, const uintptr_t *rv) FTR_HIDDEN;
 /* For the unwind wrappers (unwind.c): close, as unwound now, this thread's frames whose hooked
  * slot lies below sp on the same stack (or at it, when inclusive); or every frame. */
 void ftr_close_frames_below(uintptr_t sp, int inclusive) FTR_HIDDEN;

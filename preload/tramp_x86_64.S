@@ -51,7 +51,8 @@
  * is at 8(function's rbp) = 8(0(%rbp)).
  * chain shape (ftr_tramp_fentry_chain): 16(%rbp) holds the r10 the function pushed, its
  * return address is at 24(%rbp).
- *   -8..-72(%rbp)  the nine registers SAVE_ARGS saves; -80(%rbp) a free word (through:
+ *   -8..-72(%rbp)  the nine registers SAVE_ARGS saves (rax at -8 ... r11 at -72: the hooks
+ *                  get -72(%rbp), where values.h's FTR_REG_* index them); -80(%rbp) a free word (through:
  *                  the body's address); -120(%rbp) the site index the stub left
  * RESTORE_ARGS takes the CFA's offset from rsp at the trampoline's first byte. */
 .macro SAVE_ARGS
@@ -118,6 +119,7 @@ GLOBAL_HIDDEN(ftr_tramp_fentry)
     SAVE_ARGS
     mov -120(%rbp), %edi           /* the site index the stub left */
     lea 16(%rbp), %rsi
+    lea -72(%rbp), %rdx            /* the saved registers (values.h: FTR_REG_*) */
     call ftr_hook_entry
     RESTORE_ARGS
     ret
@@ -130,6 +132,7 @@ GLOBAL_HIDDEN(ftr_tramp_mcount)
     mov -120(%rbp), %edi           /* the site index the stub left */
     mov 0(%rbp), %rsi
     add $8, %rsi
+    lea -72(%rbp), %rdx
     call ftr_hook_entry
     RESTORE_ARGS
     ret
@@ -149,6 +152,7 @@ GLOBAL_HIDDEN(ftr_tramp_fentry_chain)
     SAVE_ARGS
     mov -120(%rbp), %edi           /* the site index the stub left */
     lea 24(%rbp), %rsi
+    lea -72(%rbp), %rdx
     call ftr_hook_entry
     RESTORE_ARGS 16
     ret
@@ -173,6 +177,7 @@ GLOBAL_HIDDEN(ftr_tramp_through)
     SAVE_ARGS
     mov -120(%rbp), %edi           /* the site index the stub left */
     lea 8(%rbp), %rsi
+    lea -72(%rbp), %rdx
     call ftr_hook_through_entry    /* rax: the body; rdx: 1 = call it from here */
     mov %rax, -80(%rbp)            /* no register: every one goes back as it came */
     test %edx, %edx
@@ -182,6 +187,7 @@ GLOBAL_HIDDEN(ftr_tramp_through)
     EXIT_SAVE 0                    /* the CFA is rbp-relative: rsp moves freely */
     sub $8, %rsp                   /* rsp = rbp (16-byte aligned) - 72: realigned */
     lea 8(%rbp), %rdi
+    lea -8(%rbp), %rsi             /* the saved rax (rdx below it): the return value */
     call ftr_hook_through_exit
     add $8, %rsp
     EXIT_RESTORE 0
@@ -230,6 +236,7 @@ GLOBAL_HIDDEN(ftr_tramp_return)
     .cfi_def_cfa_register %rbp /* CFA = rbp + 88; the slot is 80(%rbp) */
     and $-16, %rsp             /* realigned anyway: hand-written callers need not align */
     lea 88(%rbp), %rdi
+    lea 72(%rbp), %rsi         /* the saved rax (rdx below it): the return value */
     call ftr_hook_exit
     mov %rax, 80(%rbp)         /* the slot: from here on unwinders read the real address */
     mov %rbp, %rsp

@@ -50,6 +50,8 @@ struct sraw {
 struct qev {
     struct ftr_event ev;
     uint64_t rank;
+    uint8_t *vals; /* a copy of the item's values (malloc'ed), or NULL */
+    uint32_t vals_len;
 };
 
 struct sthr {
@@ -191,6 +193,8 @@ static struct sthr *sthread(struct shaper *sh, struct frp_thread *t)
 
 static void sthr_free(struct sthr *st)
 {
+    for (uint64_t i = st->qhead; i < st->qtail; i++)
+        free(st->q[i & (st->qcap - 1)].vals);
     free(st->raw);
     free(st->q);
     free(st->und);
@@ -253,11 +257,18 @@ static int ready(const struct sthr *st)
     return st->qhead + 1 < lim;
 }
 
-static void out(struct shaper *sh, struct sthr *st, const struct ftr_event *next)
+static void out(struct shaper *sh, struct sthr *st, const struct ftr_event *next,
+                const struct qev *nq)
 {
     struct frp_thread *t = st->t;
-    const struct ftr_event *ev = &qat(st, st->qhead)->ev;
-    struct frp_item it = {.ev = *ev, .next = next, .thread = t};
+    struct qev *q = qat(st, st->qhead);
+    const struct ftr_event *ev = &q->ev;
+    struct frp_item it = {
+        .ev = *ev, .next = next, .thread = t, .vals = q->vals, .vals_len = q->vals_len};
+    if (nq) {
+        it.next_vals = nq->vals;
+        it.next_vals_len = nq->vals_len;
+    }
     if (ev->kind == FTR_EV_ENTRY) {
         struct frp_process *p = t->proc;
         uint32_t s = ev->site;
@@ -268,6 +279,8 @@ static void out(struct shaper *sh, struct sthr *st, const struct ftr_event *next
     st->qhead++;
     sh->buffered--;
     sh->s->event(sh->s->ctx, &it);
+    free(q->vals);
+    q->vals = NULL;
 }
 
 /* Passes on, in rank order, every event that can go; beyond GMAX waiting events, forces the
@@ -294,17 +307,16 @@ static void pump(struct shaper *sh)
             while (!ready(st) && st->ulo < st->un)
                 st->ulo++; /* too much waits: take the oldest undecided call as long enough */
             if (!ready(st)) {
-                out(sh, st, &unknown_next);
+                out(sh, st, &unknown_next, NULL);
                 continue;
             }
         }
-        const struct ftr_event *next =
-            st->qhead + 1 < st->qtail ? &qat(st, st->qhead + 1)->ev : NULL;
-        out(sh, st, next);
+        const struct qev *nq = st->qhead + 1 < st->qtail ? qat(st, st->qhead + 1) : NULL;
+        out(sh, st, nq ? &nq->ev : NULL, nq);
     }
 }
 
-static int enqueue(struct shaper *sh, struct sthr *st, const struct ftr_event *ev)
+static int enqueue(struct shaper *sh, struct sthr *st, const struct frp_item *it)
 {
     if (st->qtail - st->qhead == st->qcap) {
         uint32_t n = st->qcap ? st->qcap * 2 : 64;
@@ -320,7 +332,12 @@ static int enqueue(struct shaper *sh, struct sthr *st, const struct ftr_event *e
         if (heap_push(sh, sh->rank, st->t->idx)) return -1;
         st->in_heap = 1;
     }
-    *qat(st, st->qtail++) = (struct qev){*ev, sh->rank};
+    uint8_t *vals = NULL;
+    if (it->vals_len) {
+        if (!(vals = malloc(it->vals_len))) return -1;
+        memcpy(vals, it->vals, it->vals_len);
+    }
+    *qat(st, st->qtail++) = (struct qev){it->ev, sh->rank, vals, vals ? it->vals_len : 0};
     sh->buffered++;
     return 0;
 }
@@ -372,13 +389,13 @@ static void shape_event(struct shaper *sh, const struct frp_item *it)
             }
             st->und[st->un++] = st->qtail;
         }
-        if (enqueue(sh, st, ev)) sh->nomem = 1;
+        if (enqueue(sh, st, it)) sh->nomem = 1;
         break;
     }
     case FTR_EV_EXIT:
     case FTR_EV_UNWIND:
         if (!st->rdepth) { /* no open call: the view counts it */
-            if (in_range && enqueue(sh, st, ev)) sh->nomem = 1;
+            if (in_range && enqueue(sh, st, it)) sh->nomem = 1;
             break;
         }
         if (!st->raw[--st->rdepth].vis) break;
@@ -386,14 +403,18 @@ static void shape_event(struct shaper *sh, const struct frp_item *it)
         if (st->ulo < st->un) { /* the call is undecided, so shorter than the threshold */
             uint64_t at = st->und[--st->un];
             sh->buffered -= st->qtail - at;
+            for (uint64_t i = at; i < st->qtail; i++) {
+                free(qat(st, i)->vals);
+                qat(st, i)->vals = NULL;
+            }
             st->qtail = at;
             if (st->ulo == st->un) st->ulo = st->un = 0;
             break;
         }
-        if (enqueue(sh, st, ev)) sh->nomem = 1;
+        if (enqueue(sh, st, it)) sh->nomem = 1;
         break;
     default:
-        if (in_range && enqueue(sh, st, ev)) sh->nomem = 1;
+        if (in_range && enqueue(sh, st, it)) sh->nomem = 1;
         break;
     }
     if (!it->next) { /* the thread ends: calls still open never closed, so long enough */

@@ -6,6 +6,10 @@
  * when the merge time reaches its thread's first chunk and released when the thread is done,
  * so memory follows the number of threads alive at a time, not the size of the trace.
  *
+ * Value lists (formats/ftr_values.h: a VALUES event and its WORDs) leave the stream here: the
+ * arguments that follow an ENTRY and the return value that comes before an EXIT ride on that
+ * event's item (frp_item.vals), so that the views see calls only, each with its values.
+ *
  * A process's marks (what ftrace-ctl changed, process-wide) join the stream at their time as
  * SPECIAL events (FRP_SP_MARK) of one of its selected threads: its main thread if it is among
  * them, so that the views show each mark once, in a thread's flow, without knowing of marks.
@@ -13,11 +17,18 @@
 #define _GNU_SOURCE /* qsort_r */
 #include "merge.h"
 
+#include "ftr_values.h"
 #include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A value list as read, for one event */
+struct vlist {
+    uint32_t site, len;
+    uint8_t b[FTR_VALUES_MAX_BYTES];
+};
 
 struct cursor {
     struct frp_thread *th;
@@ -29,6 +40,11 @@ struct cursor {
     struct ftr_event cur, nxt;
     uint32_t cur_seq, nxt_seq;
     int has_nxt;
+    struct vlist cur_v, nxt_v; /* the values of cur and nxt */
+    struct vlist ret;          /* a return value waiting for its EXIT */
+    struct ftr_event back;     /* an event read ahead and put back (has_back) */
+    uint32_t back_seq;
+    int has_back;
     uint64_t floor; /* the thread's latest tsc: its times never go back (see fetch) */
     struct cursor *free_next;
 };
@@ -106,6 +122,87 @@ static int fetch(struct frp_merge *m, struct cursor *c, struct ftr_event *ev, ui
     }
 }
 
+static int fetch_back(struct frp_merge *m, struct cursor *c, struct ftr_event *ev, uint32_t *seq)
+{
+    if (c->has_back) {
+        c->has_back = 0;
+        *ev = c->back;
+        *seq = c->back_seq;
+        return 1;
+    }
+    return fetch(m, c, ev, seq);
+}
+
+static void put_back(struct cursor *c, const struct ftr_event *ev, uint32_t seq)
+{
+    c->back = *ev;
+    c->back_seq = seq;
+    c->has_back = 1;
+}
+
+static int is_special(const struct ftr_event *ev, unsigned sub)
+{
+    return ev->kind == FTR_EV_SPECIAL && ev->site == sub;
+}
+
+/* The WORDs of the VALUES event whose arg is arg, into v (len 0: the list is cut short, and the
+ * event that is no WORD is put back). @return 1, or a negated error */
+static int read_list(struct frp_merge *m, struct cursor *c, uint64_t arg, struct vlist *v)
+{
+    uint32_t nw = (uint32_t)(arg >> 24) & 0xff;
+    v->site = (uint32_t)arg & FTR_VALUES_SITE_MASK;
+    v->len = 0;
+    for (uint32_t i = 0; i < nw; i++) {
+        struct ftr_event w;
+        uint32_t seq;
+        int rc = fetch_back(m, c, &w, &seq);
+        if (rc < 0) return rc;
+        if (rc == 0) break;
+        if (!is_special(&w, FTR_SP_WORD)) {
+            put_back(c, &w, seq);
+            v->len = 0;
+            return 1;
+        }
+        if (4 * i + 4 <= sizeof v->b) ftr_wr_le32(v->b + 4 * i, (uint32_t)w.arg);
+    }
+    v->len = nw * 4 <= sizeof v->b ? nw * 4 : 0;
+    return 1;
+}
+
+/* The thread's next call event (or special other than values), with its values in *v. */
+static int fetch_call(struct frp_merge *m, struct cursor *c, struct ftr_event *ev, uint32_t *seq,
+                      struct vlist *v)
+{
+    v->len = 0;
+    for (;;) {
+        int rc = fetch_back(m, c, ev, seq);
+        if (rc <= 0) return rc;
+        if (is_special(ev, FTR_SP_VALUES)) {
+            /* not after an ENTRY: a return value, whose EXIT comes next */
+            if ((rc = read_list(m, c, ev->arg, &c->ret)) < 0) return rc;
+            if (c->ret.len && c->ret.b[1] != 0) c->ret.len = 0; /* arguments of a lost ENTRY */
+            continue;
+        }
+        if (!is_special(ev, FTR_SP_WORD)) break; /* a WORD alone: its list was cut short */
+    }
+    if (ev->kind == FTR_EV_EXIT && c->ret.len && c->ret.site == ev->site) {
+        *v = c->ret;
+        c->ret.len = 0;
+    } else if (ev->kind == FTR_EV_ENTRY) {
+        struct ftr_event a;
+        uint32_t aseq;
+        int rc = fetch_back(m, c, &a, &aseq);
+        if (rc < 0) return rc;
+        if (rc == 1 && is_special(&a, FTR_SP_VALUES) &&
+            ((uint32_t)a.arg & FTR_VALUES_SITE_MASK) == (ev->site & FTR_VALUES_SITE_MASK)) {
+            if ((rc = read_list(m, c, a.arg, v)) < 0) return rc;
+        } else if (rc == 1) {
+            put_back(c, &a, aseq);
+        }
+    }
+    return 1;
+}
+
 static inline int before(const struct cursor *a, const struct cursor *b)
 {
     return a->cur.tsc < b->cur.tsc || (a->cur.tsc == b->cur.tsc && a->cur_seq < b->cur_seq);
@@ -154,12 +251,14 @@ static int open_cursor(struct frp_merge *m, struct frp_thread *t)
     c->cend = t->first_chunk + t->nchunks;
     c->live = 0;
     c->floor = 0;
-    int rc = fetch(m, c, &c->cur, &c->cur_seq);
+    c->has_back = 0;
+    c->ret.len = 0;
+    int rc = fetch_call(m, c, &c->cur, &c->cur_seq, &c->cur_v);
     if (rc <= 0) {
         release(m, c);
         return rc;
     }
-    rc = fetch(m, c, &c->nxt, &c->nxt_seq);
+    rc = fetch_call(m, c, &c->nxt, &c->nxt_seq, &c->nxt_v);
     c->has_nxt = rc == 1;
     if (rc < 0) {
         release(m, c);
@@ -225,6 +324,8 @@ static int next_mark(struct frp_merge *m, struct frp_item *it)
     for (uint32_t i = 0; i < m->nheap; i++)
         if (m->heap[i]->th == k->host) it->next = &m->heap[i]->cur;
     it->thread = k->host;
+    it->vals = NULL;
+    it->vals_len = 0;
     it->name = (struct frp_name){"", 0};
     return 1;
 }
@@ -270,7 +371,12 @@ int frp_merge_next(struct frp_merge *m, struct frp_item *it)
         } else {
             c->cur = c->nxt;
             c->cur_seq = c->nxt_seq;
-            int rc = fetch(m, c, &c->nxt, &c->nxt_seq);
+            c->cur_v.len = c->nxt_v.len;
+            if (c->nxt_v.len) {
+                c->cur_v.site = c->nxt_v.site;
+                memcpy(c->cur_v.b, c->nxt_v.b, c->nxt_v.len);
+            }
+            int rc = fetch_call(m, c, &c->nxt, &c->nxt_seq, &c->nxt_v);
             c->has_nxt = rc == 1;
             if (rc < 0) return -(m->err = -rc);
             if (m->nheap > 1) sift_down(m, 0);
@@ -295,6 +401,10 @@ int frp_merge_next(struct frp_merge *m, struct frp_item *it)
     it->ev = c->cur;
     it->next = c->has_nxt ? &c->nxt : NULL;
     it->thread = c->th;
+    it->vals = c->cur_v.len ? c->cur_v.b : NULL;
+    it->vals_len = c->cur_v.len;
+    it->next_vals = c->has_nxt && c->nxt_v.len ? c->nxt_v.b : NULL;
+    it->next_vals_len = it->next_vals ? c->nxt_v.len : 0;
     if (c->cur.kind == FTR_EV_ENTRY) {
         struct frp_process *p = c->th->proc;
         uint32_t s = c->cur.site;

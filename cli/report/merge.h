@@ -18,6 +18,12 @@ struct frp_item {
     const struct ftr_event *next; /* the same thread's next event, NULL at its end */
     struct frp_thread *thread;
     struct frp_name name; /* ENTRY events: the function's name; else empty */
+    /* the call's values (formats/ftr_values.h): ENTRY, its arguments; EXIT, its return value;
+     * NULL when none were recorded */
+    const uint8_t *vals;
+    uint32_t vals_len;
+    const uint8_t *next_vals; /* the same for next (a leaf's return value) */
+    uint32_t next_vals_len;
 };
 
 struct frp_merge;

@@ -21,5 +21,6 @@
 #include "tables.h"
 #include "tree.h"
 #include "util.h"
+#include "values.h"
 
 #endif /* FTR_REPORT_LIB_H */

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "tracer.h"
+#include "values.h"
 
 /* ---- what the rest of libftrace.so provides to hooks.c, threads.c and writer.c ---- */
 struct ftr_global ftr_g = {.fd = -1};
@@ -43,6 +44,20 @@ struct ftr_process_info ftr_process;
 uint64_t ftr_start_raw_ns, ftr_start_cal_tsc;
 uint8_t *ftr_site_flags;
 uintptr_t *ftr_site_body;
+/* values.h: no site records values here */
+const struct ftr_valprog *ftr_valprogs;
+uint16_t *ftr_site_prog;
+size_t ftr_capture_args(const struct ftr_valprog *p, const uintptr_t *regs, const uintptr_t *slot,
+                        uint8_t *buf)
+{
+    (void)p, (void)regs, (void)slot, (void)buf;
+    abort();
+}
+size_t ftr_capture_ret(const struct ftr_valprog *p, const uintptr_t *ret, uint8_t *buf)
+{
+    (void)p, (void)ret, (void)buf;
+    abort();
+}
 uint32_t ftr_xsave_size;
 void ftr_slow_area_free(void) {}
 int ftr_create_own_thread(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
@@ -147,7 +162,7 @@ static uintptr_t *enter(struct ctx *x, int d, uint32_t site)
 {
     uintptr_t *slot = &x->slots[MAXD + 2 - d];
     *slot = 0x10000u + ((uintptr_t)x->idx << 8) + (uintptr_t)d; /* the "return address" */
-    ftr_hook_entry(site, slot);
+    ftr_hook_entry(site, slot, NULL);
     if (*slot != (uintptr_t)ftr_tramp_return) {
         /* not hooked: only once recording stopped, when the hooks leave new calls alone */
         if (!x->spinner) FAIL("thread %d: entry at depth %d not hooked", x->idx, d);
@@ -161,7 +176,7 @@ static void leave(struct ctx *x, int d, uintptr_t *slot, uint32_t site)
 {
     if (*slot != (uintptr_t)ftr_tramp_return)
         return; /* the "function" returns straight to its caller */
-    uintptr_t ret = ftr_hook_exit((uintptr_t)slot + sizeof *slot);
+    uintptr_t ret = ftr_hook_exit((uintptr_t)slot + sizeof *slot, NULL);
     if (ret != 0x10000u + ((uintptr_t)x->idx << 8) + (uintptr_t)d)
         FAIL("thread %d: exit at depth %d returned %#lx", x->idx, d, (unsigned long)ret);
     expect(x, site, FTR_EV_EXIT);
