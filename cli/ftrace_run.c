@@ -192,6 +192,10 @@ int main(int argc, char **argv)
         case 'A':
         case 'R': {
             struct ftr_argspecs sp = {0};
+            if (!*optarg) {
+                fprintf(stderr, "%s: bad argument spec '': empty spec\n", prog);
+                return 2;
+            }
             if (ftr_argspecs_parse(optarg, c == 'R', &sp, err, sizeof err) < 0) {
                 fprintf(stderr, "%s: %s\n", prog, err);
                 return 2;

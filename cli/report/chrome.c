@@ -9,6 +9,7 @@
 #include "chrome.h"
 
 #include "util.h"
+#include "values.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -185,6 +186,18 @@ static inline void name_tail(struct frp_chrome *c, struct frp_name name, const c
     frp_out_write(&c->out, tail, tlen);
 }
 
+/* ,"args":{"args":"1, 2"} or {"retval":"3"}: a call's values, as the graph writes them */
+static void values_tail(struct frp_chrome *c, const char *key, const uint8_t *v, uint32_t len)
+{
+    char t[FRP_VALUES_TEXT_MAX];
+    size_t n = frp_values_text(v, len, t, sizeof t);
+    frp_out_lit(&c->out, "\",\"args\":{\"");
+    frp_out_str(&c->out, key);
+    frp_out_lit(&c->out, "\":\"");
+    frp_json_escape(&c->out, t, n);
+    frp_out_lit(&c->out, "\"}}");
+}
+
 void frp_chrome_event(struct frp_chrome *c, const struct frp_item *it)
 {
     const struct ftr_event *ev = &it->ev;
@@ -199,7 +212,12 @@ void frp_chrome_event(struct frp_chrome *c, const struct frp_item *it)
         if (!f) return; /* out of memory: an unmatched B would nest everything after it */
         *f = (struct frp_frame){it->name, ev->site, ev->tsc};
         ev_head(c, ct, 'B', ev->tsc, npt);
-        name_tail(c, it->name, "\"}", 2);
+        if (__builtin_expect(it->vals != NULL, 0)) {
+            name_tail(c, it->name, "", 0);
+            values_tail(c, "args", it->vals, it->vals_len);
+        } else {
+            name_tail(c, it->name, "\"}", 2);
+        }
         break;
     }
     case FTR_EV_EXIT:
@@ -211,7 +229,10 @@ void frp_chrome_event(struct frp_chrome *c, const struct frp_item *it)
         const struct frp_frame *f = &ct->st.f[--ct->st.depth];
         if (f->site != ev->site) c->stats.mismatched++;
         ev_head(c, ct, 'E', ev->tsc, npt);
-        if (ev->kind == FTR_EV_EXIT)
+        if (ev->kind == FTR_EV_EXIT && __builtin_expect(it->vals != NULL, 0)) {
+            name_tail(c, f->name, "", 0);
+            values_tail(c, "retval", it->vals, it->vals_len);
+        } else if (ev->kind == FTR_EV_EXIT)
             name_tail(c, f->name, "\"}", 2);
         else
             name_tail(c, f->name, UNWOUND_TAIL, sizeof UNWOUND_TAIL - 1);
