@@ -37,6 +37,7 @@ enum {
     OPT_TIME_RANGE,
     OPT_ABSTIME,
     OPT_NO_LEAF,
+    OPT_NO_ARGS,
     OPT_MODULE,
     OPT_SORT,
     OPT_PER_THREAD,
@@ -63,6 +64,7 @@ static const struct option options[] = {
     {"time-range", required_argument, NULL, OPT_TIME_RANGE},
     {"abstime", no_argument, NULL, OPT_ABSTIME},
     {"no-leaf-compact", no_argument, NULL, OPT_NO_LEAF},
+    {"no-args", no_argument, NULL, OPT_NO_ARGS},
     {"module", no_argument, NULL, OPT_MODULE},
     {"show-module", no_argument, NULL, OPT_MODULE},
     {"sort", required_argument, NULL, OPT_SORT},
@@ -112,6 +114,7 @@ static void usage(void)
           "How:\n"
           "  --abstime             graph: a column with the wall-clock time of each line\n"
           "  --no-leaf-compact     graph: print calls without callees as 'f() {' and '}' too\n"
+          "  --no-args             leave out recorded arguments and return values\n"
           "  --show-module, --module  name functions name@module (e.g. open_db@libfoo.so)\n"
           "  --srcline             the source file:line of each function (from the DWARF of\n"
           "                        the binaries when present and of the recorded build-id)\n"
@@ -352,6 +355,9 @@ static int parse_args(int argc, char **argv, struct cli *c)
             break;
         case OPT_NO_LEAF:
             c->o.no_leaf_compact = 1;
+            break;
+        case OPT_NO_ARGS:
+            c->o.no_values = 1;
             break;
         case OPT_MODULE:
             c->show_module = 1;

@@ -461,6 +461,10 @@ static int run_merge(struct frp_report *r, struct frp_process *p, struct shaper 
     for (;;) {
         n = frp_merge_next(m, &it);
         if (__builtin_expect(n != 1, 0)) break;
+        if (pg->o->no_values) {
+            it.vals = it.next_vals = NULL;
+            it.vals_len = it.next_vals_len = 0;
+        }
         if (sh)
             shape_event(sh, &it);
         else

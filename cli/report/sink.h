@@ -31,6 +31,7 @@ struct frp_opts {
     /* how */
     int abstime;           /* graph: a wall-clock time column */
     int no_leaf_compact;   /* graph: "f() {" + "}" even for calls without callees */
+    int no_values;         /* every view: recorded arguments and return values left out */
     int color;             /* graph, summary: ANSI colours */
     int srcline;           /* graph, summary, call graph: file:line of each function */
     int per_thread;        /* summary, folded, flame: one table / root frame per thread */
