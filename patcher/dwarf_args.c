@@ -31,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_DEPTH 256   /* DIE nesting followed in a unit */
 #define MAX_HOPS 16     /* abstract origins of a parameter followed */
 #define MAX_ORIGINS 8   /* abstract origins and specifications followed */
 #define MAX_AGG_DEPTH 8 /* nesting of aggregates looked into */
@@ -67,7 +66,7 @@ struct scan {
     struct ftr_dw dw;
     struct rec *recs;
     size_t nrecs, caprecs;
-    struct frame *fr; /* MAX_DEPTH */
+    struct frame *fr; /* FTR_DW_MAX_DEPTH, by depth */
 };
 
 /* ---- classification ---- */
@@ -429,53 +428,41 @@ static void decide(struct scan *sc, const struct ftr_dw_unit *u, const struct ft
     record(sc, pc, ok);
 }
 
-/* Walks one compile unit's DIEs, deciding each subprogram when its children end. */
-static void scan_unit(struct scan *sc, const struct ftr_dw_unit *u)
+/* One DIE of a compile unit: a subprogram's frame (fr[depth]) when it has children, a parameter
+ * counted in the frame of its subprogram, a subprogram decided when its children end. */
+static int scan_die(struct ftr_dw *x, const struct ftr_dw_unit *u, struct ftr_dw_die *d, int depth,
+                    void *arg)
 {
-    struct ftr_dw *x = &sc->dw;
+    struct scan *sc = arg;
     struct frame *fr = sc->fr;
-    uint64_t pos = u->die;
-    int depth = 0;
-    while (pos < u->end && !x->oom) {
-        struct ftr_dw_die d;
-        if (ftr_dw_read_die(x, u, pos, &d)) return; /* the rest of the unit is lost */
-        pos = d.next;
-        if (!d.tag) {
-            if (depth == 0) continue; /* padding */
-            struct frame *f = &fr[--depth];
-            if (f->sub) decide(sc, u, &f->d, f->c);
-            if (depth == 0) return;
-            continue;
-        }
-        struct frame *owner = NULL; /* the concrete subprogram whose parameter d may be */
-        if (depth >= 1 && fr[depth - 1].sub) owner = &fr[depth - 1];
-        if (depth >= 2 && fr[depth - 1].pack && fr[depth - 2].sub) owner = &fr[depth - 2];
-        if (owner) {
-            x->budget = BUDGET;
-            param_child(x, u, &d, &owner->c);
-            if (x->budget < 0) owner->c.bad = 1;
-        }
-        int concrete = d.tag == TAG_subprogram && ftr_dw_attr(&d, A_LOW_PC);
-        if (!d.children) {
-            if (concrete) decide(sc, u, &d, (struct cnt){0});
-            continue;
-        }
-        /* no concrete subprogram inside types and inlined code (one missed is left out) */
-        int skip = d.tag == TAG_struct || d.tag == TAG_class || d.tag == TAG_union ||
-                   d.tag == TAG_enum || d.tag == TAG_array || d.tag == TAG_subroutine_type ||
-                   d.tag == TAG_inlined;
-        if (skip && ftr_dw_sibling(u, &d, &pos)) continue;
-        if (depth == MAX_DEPTH) return;
-        struct frame *f = &fr[depth++];
-        f->sub = (uint8_t)concrete;
-        f->pack = d.tag == TAG_param_pack && owner && owner == &fr[depth - 2];
-        f->c = (struct cnt){0};
-        if (f->sub) {
-            f->d = d;
-            f->c.at = (uint8_t)ftr_dw_low_pc(x, u, &d, &f->c.pc);
-            f->c.fb = (uint8_t)frame_base(x, u, &d);
-        }
+    if (!d->tag) {
+        struct frame *f = &fr[depth - 1];
+        if (f->sub) decide(sc, u, &f->d, f->c);
+        return 0;
     }
+    struct frame *owner = NULL; /* the concrete subprogram whose parameter d may be */
+    if (depth >= 1 && fr[depth - 1].sub) owner = &fr[depth - 1];
+    if (depth >= 2 && fr[depth - 1].pack && fr[depth - 2].sub) owner = &fr[depth - 2];
+    if (owner) {
+        x->budget = BUDGET;
+        param_child(x, u, d, &owner->c);
+        if (x->budget < 0) owner->c.bad = 1;
+    }
+    int concrete = d->tag == TAG_subprogram && ftr_dw_attr(d, A_LOW_PC);
+    if (!d->children) {
+        if (concrete) decide(sc, u, d, (struct cnt){0});
+        return 0;
+    }
+    struct frame *f = &fr[depth]; /* unused when the subtree is skipped */
+    f->sub = (uint8_t)concrete;
+    f->pack = d->tag == TAG_param_pack && owner && depth >= 1 && owner == &fr[depth - 1];
+    f->c = (struct cnt){0};
+    if (f->sub) {
+        f->d = *d;
+        f->c.at = (uint8_t)ftr_dw_low_pc(x, u, d, &f->c.pc);
+        f->c.fb = (uint8_t)frame_base(x, u, d);
+    }
+    return ftr_dw_no_subprogram(d->tag);
 }
 
 static int cmp_rec(const void *a, const void *b)
@@ -529,10 +516,10 @@ long ftr_dwarf_regargs(Elf *elf, uint64_t **addrs, char *err, size_t errlen)
     long n = 0;
     int r = ftr_dw_file_open(&f, elf, ftr_dwarf_name_ok);
     if (r > 0 && !ftr_dw_open(&sc.dw, elf) && sc.dw.nunits) {
-        sc.fr = malloc(MAX_DEPTH * sizeof *sc.fr);
+        sc.fr = malloc(FTR_DW_MAX_DEPTH * sizeof *sc.fr);
         sc.dw.oom |= !sc.fr;
         for (size_t i = 0; i < sc.dw.nunits && !sc.dw.oom; i++)
-            if (ftr_dw_c_unit(&sc.dw.units[i])) scan_unit(&sc, &sc.dw.units[i]);
+            if (ftr_dw_c_unit(&sc.dw.units[i])) ftr_dw_walk(&sc.dw, &sc.dw.units[i], scan_die, &sc);
         if (!sc.dw.oom) n = results(&sc, &f, addrs);
     }
     if (r < 0 || sc.dw.oom) {

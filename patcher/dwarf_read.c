@@ -331,6 +331,33 @@ int ftr_dw_children(struct ftr_dw *x, const struct ftr_dw_unit *u, const struct 
     }
 }
 
+void ftr_dw_walk(struct ftr_dw *x, const struct ftr_dw_unit *u, ftr_dw_walk_fn fn, void *arg)
+{
+    uint64_t pos = u->die;
+    int depth = 0;
+    while (pos < u->end && !x->oom) {
+        struct ftr_dw_die d;
+        if (ftr_dw_read_die(x, u, pos, &d)) return;
+        pos = d.next;
+        if (!d.tag) {
+            if (depth == 0) continue; /* padding */
+            fn(x, u, &d, depth, arg);
+            if (--depth == 0) return;
+            continue;
+        }
+        if (d.children && depth + 1 == FTR_DW_MAX_DEPTH) return;
+        int skip = fn(x, u, &d, depth, arg);
+        if (!d.children || (skip && ftr_dw_sibling(u, &d, &pos))) continue;
+        depth++;
+    }
+}
+
+int ftr_dw_no_subprogram(uint32_t tag)
+{
+    return tag == TAG_struct || tag == TAG_class || tag == TAG_union || tag == TAG_enum ||
+           tag == TAG_array || tag == TAG_subroutine_type || tag == TAG_inlined;
+}
+
 int ftr_dw_addrx(const struct ftr_dw *x, const struct ftr_dw_unit *u, uint64_t i, uint64_t *addr)
 {
     if (!u->has_addr_base || !x->addr.p || u->addr_base > x->addr.n ||

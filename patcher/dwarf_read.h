@@ -1,6 +1,6 @@
 /*
  * dwarf_read.h - a small reader of .debug_info on libelf. Shall only be used within patcher/
- * (dwarf_args.c, dwarf_params.c, dwarf_loc.c).
+ * (dwarf_args.c, dwarf_params.c, dwarf_abi.c, dwarf_loc.c).
  *
  * libdw cannot link into libftrace.so (its static archive has local-exec TLS; the shared one
  * would allocate with the traced program's malloc), and the preload needs little of DWARF: the
@@ -128,6 +128,21 @@ typedef int (*ftr_dw_child_fn)(struct ftr_dw *x, const struct ftr_dw_unit *u,
                                struct ftr_dw_die *child, void *arg);
 int ftr_dw_children(struct ftr_dw *x, const struct ftr_dw_unit *u, const struct ftr_dw_die *parent,
                     int packs, ftr_dw_child_fn fn, void *arg);
+
+/*! ftr_dw_walk() : reads the DIEs of unit u in order from its root (depth 0), calling fn on
+ *  each with its depth, and on the null entry that ends each list of children (tag 0, the
+ *  depth of that list) before leaving it. When fn returns non-zero for a DIE with children,
+ *  its subtree is skipped (through a usable DW_AT_sibling; else it is walked). Stops after the
+ *  root's children, at a DIE that cannot be read (the rest of the unit is lost), before a
+ *  depth of FTR_DW_MAX_DEPTH (fn never sees one), or when x->oom is set. */
+#define FTR_DW_MAX_DEPTH 256
+typedef int (*ftr_dw_walk_fn)(struct ftr_dw *x, const struct ftr_dw_unit *u, struct ftr_dw_die *d,
+                              int depth, void *arg);
+void ftr_dw_walk(struct ftr_dw *x, const struct ftr_dw_unit *u, ftr_dw_walk_fn fn, void *arg);
+
+/*! ftr_dw_no_subprogram() : @return 1 for the tags of DIEs in which no concrete subprogram is
+ *  looked for (types, inlined code: one missed there is left out). */
+int ftr_dw_no_subprogram(uint32_t tag);
 
 /*! ftr_dw_sibling() : @return 1 with *pos = d's DW_AT_sibling when it is usable (after d, in
  *  its unit). */
