@@ -31,8 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_DEPTH 256   /* DIE nesting followed in a unit */
-#define MAX_HOPS 16     /* typedef / qualifier chain */
+#define MAX_HOPS 16     /* abstract origins of a parameter followed */
 #define MAX_ORIGINS 8   /* abstract origins and specifications followed */
 #define MAX_AGG_DEPTH 8 /* nesting of aggregates looked into */
 #define BUDGET 200000   /* DIEs read to decide one function */
@@ -67,36 +66,10 @@ struct scan {
     struct ftr_dw dw;
     struct rec *recs;
     size_t nrecs, caprecs;
-    struct frame *fr; /* MAX_DEPTH */
+    struct frame *fr; /* FTR_DW_MAX_DEPTH, by depth */
 };
 
 /* ---- classification ---- */
-
-/* Strips typedefs and qualifiers from the type *d refers to through slot: @return 1 with the
- * type in *d, 0 for void (no type), -1 when unknown. */
-static int type_of(struct ftr_dw *x, struct ftr_dw_die *d, int slot, const struct ftr_dw_unit **u)
-{
-    const struct ftr_dw_val *v = ftr_dw_attr(d, slot);
-    for (int hop = 0; hop < MAX_HOPS; hop++) {
-        if (!v) return 0;
-        struct ftr_dw_die t;
-        *u = ftr_dw_deref(x, v, &t);
-        if (!*u) return -1;
-        *d = t;
-        switch (d->tag) {
-        case TAG_typedef:
-        case TAG_const:
-        case TAG_volatile:
-        case TAG_restrict:
-        case TAG_atomic:
-            v = ftr_dw_attr(d, A_TYPE);
-            break;
-        default:
-            return 1;
-        }
-    }
-    return -1;
-}
 
 static int int_encoding(uint64_t e)
 {
@@ -132,7 +105,7 @@ static unsigned type_align(struct ftr_dw *x, struct ftr_dw_die *d, int depth)
 {
     const struct ftr_dw_unit *u;
     uint64_t size = 0, enc = 0;
-    if (depth > MAX_AGG_DEPTH || type_of(x, d, A_TYPE, &u) != 1) return 0;
+    if (depth > MAX_AGG_DEPTH || ftr_dw_type(x, d, A_TYPE, &u) != 1) return 0;
     switch (d->tag) {
     case TAG_pointer:
     case TAG_reference:
@@ -179,7 +152,7 @@ static int agg_member(struct ftr_dw *x, const struct ftr_dw_unit *u, struct ftr_
     if (m->tag == TAG_member && ftr_dw_flag(m, A_DECL)) return 0; /* a static data member */
     if (ftr_dw_attr(m, A_ALIGNMENT)) return -1;
     uint64_t off = 0;
-    int bitfield = ftr_dw_attr(m, A_BIT_SIZE) != NULL;
+    int bitfield = ftr_dw_attr(m, A_BIT_SIZE) || ftr_dw_attr(m, A_DATA_BIT_OFFSET);
     int r = bitfield ? 1 : ftr_dw_member_offset(u, m, &off);
     if (r < 0 || (r == 0 && !g->in_union)) return -1; /* no offset: 0 in a union only */
     unsigned a = type_align(x, m, g->depth);
@@ -204,7 +177,7 @@ static void param_regs(struct ftr_dw *x, struct ftr_dw_die *d, struct cnt *c)
 {
     const struct ftr_dw_unit *u;
     uint64_t size;
-    if (type_of(x, d, A_TYPE, &u) != 1) {
+    if (ftr_dw_type(x, d, A_TYPE, &u) != 1) {
         c->bad = 1;
         return;
     }
@@ -221,7 +194,7 @@ static void param_regs(struct ftr_dw *x, struct ftr_dw_die *d, struct cnt *c)
         if (ftr_dw_constant(u, d, A_BYTE_SIZE, &size)) {
             c->ni += size <= 8 ? 1 : 2;
             c->bad |= !size || size > 16;
-        } else if (type_of(x, d, A_TYPE, &u) != 1 || d->tag != TAG_base || base_regs(u, d, c)) {
+        } else if (ftr_dw_type(x, d, A_TYPE, &u) != 1 || d->tag != TAG_base || base_regs(u, d, c)) {
             c->bad = 1; /* no size, nor an underlying type that says it */
         }
         return;
@@ -249,7 +222,7 @@ static void param_regs(struct ftr_dw *x, struct ftr_dw_die *d, struct cnt *c)
 static int hidden_return(struct ftr_dw *x, struct ftr_dw_die *d)
 {
     const struct ftr_dw_unit *u;
-    int r = type_of(x, d, A_TYPE, &u);
+    int r = ftr_dw_type(x, d, A_TYPE, &u);
     if (r <= 0) return r < 0;
     switch (d->tag) {
     case TAG_pointer:
@@ -386,24 +359,6 @@ static int param_child(struct ftr_dw *x, const struct ftr_dw_unit *u, struct ftr
     return 0;
 }
 
-/* @return 1 for C, 2 for C++ (DW_LANG_*), 0 for other languages: other conventions, or none
- * we know */
-static int c_family(uint64_t lang)
-{
-    static const uint8_t c[] = {0x01, 0x02, 0x0c, 0x1d, 0x2c};         /* C89 C C99 C11 C17 */
-    static const uint8_t cxx[] = {0x04, 0x19, 0x1a, 0x21, 0x2a, 0x2b}; /* C++ 03 11 14 17 20 */
-    for (size_t i = 0; i < sizeof cxx; i++)
-        if (lang == cxx[i]) return 2;
-    return lang && lang < 0x100 && memchr(c, (int)lang, sizeof c) ? 1 : 0;
-}
-
-/* A unit whose subprograms are looked at: a compile unit of C or C++ */
-static int scanned(const struct ftr_dw_unit *u)
-{
-    return (u->type == UT_compile || u->type == UT_partial) && u->root && !u->dwo &&
-           u->tab != SIZE_MAX && c_family(u->lang);
-}
-
 static void record(struct scan *sc, uint64_t addr, int ok)
 {
     if (!ftr_dw_grow((void **)&sc->recs, &sc->caprecs, sc->nrecs + 1, sizeof *sc->recs,
@@ -419,7 +374,7 @@ static void decide(struct scan *sc, const struct ftr_dw_unit *u, const struct ft
     uint64_t pc;
     if (!ftr_dw_low_pc(x, u, s, &pc)) return;
     x->budget = BUDGET;
-    int proto = ftr_dw_flag(s, A_PROTOTYPED), all_cxx = c_family(u->lang) == 2, gnu = u->gnu,
+    int proto = ftr_dw_flag(s, A_PROTOTYPED), all_cxx = ftr_dw_c_family(u->lang) == 2, gnu = u->gnu,
         ext = ftr_dw_flag(s, A_EXTERNAL);
     /* an artificial subprogram (clang's this-adjusting thunks: no parameters described, then a
      * jump to a function that may take some on the stack) and a unit without parameter DIEs */
@@ -445,12 +400,12 @@ static void decide(struct scan *sc, const struct ftr_dw_unit *u, const struct ft
         }
         proto |= ftr_dw_flag(&o, A_PROTOTYPED);
         bad |= ftr_dw_flag(&o, A_ARTIFICIAL) || ou->thin;
-        all_cxx &= c_family(ou->lang) == 2;
+        all_cxx &= ftr_dw_c_family(ou->lang) == 2;
         gnu &= ou->gnu;
         ext |= ftr_dw_flag(&o, A_EXTERNAL);
         cc = ftr_dw_attr(&o, A_CC);
         /* in a unit not of C or C++: its conventions are unknown */
-        bad |= !scanned(ou) || (cc && (cc->kind != V_CONST || cc->u != CC_normal));
+        bad |= !ftr_dw_c_unit(ou) || (cc && (cc->kind != V_CONST || cc->u != CC_normal));
         t = o;
         hidden |= hidden_return(x, &t);
         struct cnt oc = {0};
@@ -473,103 +428,41 @@ static void decide(struct scan *sc, const struct ftr_dw_unit *u, const struct ft
     record(sc, pc, ok);
 }
 
-/* Walks one compile unit's DIEs, deciding each subprogram when its children end. */
-static void scan_unit(struct scan *sc, const struct ftr_dw_unit *u)
+/* One DIE of a compile unit: a subprogram's frame (fr[depth]) when it has children, a parameter
+ * counted in the frame of its subprogram, a subprogram decided when its children end. */
+static int scan_die(struct ftr_dw *x, const struct ftr_dw_unit *u, struct ftr_dw_die *d, int depth,
+                    void *arg)
 {
-    struct ftr_dw *x = &sc->dw;
+    struct scan *sc = arg;
     struct frame *fr = sc->fr;
-    uint64_t pos = u->die;
-    int depth = 0;
-    while (pos < u->end && !x->oom) {
-        struct ftr_dw_die d;
-        if (ftr_dw_read_die(x, u, pos, &d)) return; /* the rest of the unit is lost */
-        pos = d.next;
-        if (!d.tag) {
-            if (depth == 0) continue; /* padding */
-            struct frame *f = &fr[--depth];
-            if (f->sub) decide(sc, u, &f->d, f->c);
-            if (depth == 0) return;
-            continue;
-        }
-        struct frame *owner = NULL; /* the concrete subprogram whose parameter d may be */
-        if (depth >= 1 && fr[depth - 1].sub) owner = &fr[depth - 1];
-        if (depth >= 2 && fr[depth - 1].pack && fr[depth - 2].sub) owner = &fr[depth - 2];
-        if (owner) {
-            x->budget = BUDGET;
-            param_child(x, u, &d, &owner->c);
-            if (x->budget < 0) owner->c.bad = 1;
-        }
-        int concrete = d.tag == TAG_subprogram && ftr_dw_attr(&d, A_LOW_PC);
-        if (!d.children) {
-            if (concrete) decide(sc, u, &d, (struct cnt){0});
-            continue;
-        }
-        /* no concrete subprogram inside types and inlined code (one missed is left out) */
-        int skip = d.tag == TAG_struct || d.tag == TAG_class || d.tag == TAG_union ||
-                   d.tag == TAG_enum || d.tag == TAG_array || d.tag == TAG_subroutine_type ||
-                   d.tag == TAG_inlined;
-        if (skip && ftr_dw_sibling(u, &d, &pos)) continue;
-        if (depth == MAX_DEPTH) return;
-        struct frame *f = &fr[depth++];
-        f->sub = (uint8_t)concrete;
-        f->pack = d.tag == TAG_param_pack && owner && owner == &fr[depth - 2];
-        f->c = (struct cnt){0};
-        if (f->sub) {
-            f->d = d;
-            f->c.at = (uint8_t)ftr_dw_low_pc(x, u, &d, &f->c.pc);
-            f->c.fb = (uint8_t)frame_base(x, u, &d);
-        }
+    if (!d->tag) {
+        struct frame *f = &fr[depth - 1];
+        if (f->sub) decide(sc, u, &f->d, f->c);
+        return 0;
     }
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* ---- sections, symbols ---- */
-struct range {
-    uint64_t lo, hi;
-};
-
-struct file {
-    struct range *exec; /* executable sections */
-    size_t nexec, capexec;
-    uint64_t *drop; /* addresses of symbols ftr_dwarf_name_ok() refuses */
-    size_t ndrop, capdrop;
-};
-
-static void load_symbols(struct file *f, Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, int *oom)
-{
-    Elf_Data *d = elf_getdata(scn, NULL);
-    size_t n = d && sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
-    for (size_t i = 1; i < n && !*oom; i++) {
-        GElf_Sym sym;
-        if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF) continue;
-        unsigned type = GELF_ST_TYPE(sym.st_info);
-        if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE) continue;
-        const char *name = elf_strptr(elf, sh->sh_link, sym.st_name);
-        if (!name || ftr_dwarf_name_ok(name)) continue;
-        if (!ftr_dw_grow((void **)&f->drop, &f->capdrop, f->ndrop + 1, sizeof *f->drop, oom))
-            f->drop[f->ndrop++] = sym.st_value;
+    struct frame *owner = NULL; /* the concrete subprogram whose parameter d may be */
+    if (depth >= 1 && fr[depth - 1].sub) owner = &fr[depth - 1];
+    if (depth >= 2 && fr[depth - 1].pack && fr[depth - 2].sub) owner = &fr[depth - 2];
+    if (owner) {
+        x->budget = BUDGET;
+        param_child(x, u, d, &owner->c);
+        if (x->budget < 0) owner->c.bad = 1;
     }
-}
-
-/* The executable sections and the names to refuse */
-static void load_file(struct file *f, Elf *elf, int *oom)
-{
-    Elf_Scn *scn = NULL;
-    while ((scn = elf_nextscn(elf, scn)) && !*oom) {
-        GElf_Shdr sh;
-        if (!gelf_getshdr(scn, &sh)) continue;
-        if ((sh.sh_flags & (SHF_ALLOC | SHF_EXECINSTR)) == (SHF_ALLOC | SHF_EXECINSTR) &&
-            sh.sh_size &&
-            !ftr_dw_grow((void **)&f->exec, &f->capexec, f->nexec + 1, sizeof *f->exec, oom))
-            f->exec[f->nexec++] = (struct range){sh.sh_addr, sh.sh_addr + sh.sh_size};
-        if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM)
-            load_symbols(f, elf, scn, &sh, oom);
+    int concrete = d->tag == TAG_subprogram && ftr_dw_attr(d, A_LOW_PC);
+    if (!d->children) {
+        if (concrete) decide(sc, u, d, (struct cnt){0});
+        return 0;
     }
+    struct frame *f = &fr[depth]; /* unused when the subtree is skipped */
+    f->sub = (uint8_t)concrete;
+    f->pack = d->tag == TAG_param_pack && owner && depth >= 1 && owner == &fr[depth - 1];
+    f->c = (struct cnt){0};
+    if (f->sub) {
+        f->d = *d;
+        f->c.at = (uint8_t)ftr_dw_low_pc(x, u, d, &f->c.pc);
+        f->c.fb = (uint8_t)frame_base(x, u, d);
+    }
+    return ftr_dw_no_subprogram(d->tag);
 }
 
 static int cmp_rec(const void *a, const void *b)
@@ -579,18 +472,10 @@ static int cmp_rec(const void *a, const void *b)
     return x->ok - y->ok;
 }
 
-static int in_exec(const struct file *f, uint64_t a)
-{
-    for (size_t i = 0; i < f->nexec; i++)
-        if (a >= f->exec[i].lo && a < f->exec[i].hi) return 1;
-    return 0;
-}
-
 /* The addresses every record of which says eligible, in code, and named acceptably. */
-static long results(struct scan *x, struct file *f, uint64_t **addrs)
+static long results(struct scan *x, const struct ftr_dw_file *f, uint64_t **addrs)
 {
     if (x->nrecs) qsort(x->recs, x->nrecs, sizeof *x->recs, cmp_rec);
-    if (f->ndrop) qsort(f->drop, f->ndrop, sizeof *f->drop, cmp_u64);
     uint64_t *out = malloc((x->nrecs ? x->nrecs : 1) * sizeof *out);
     if (!out) return x->dw.oom = 1, -1;
     long n = 0;
@@ -601,9 +486,7 @@ static long results(struct scan *x, struct file *f, uint64_t **addrs)
             ok &= x->recs[j].ok;
         uint64_t a = x->recs[i].addr;
         i = j;
-        if (!ok || !in_exec(f, a) ||
-            (f->ndrop && bsearch(&a, f->drop, f->ndrop, sizeof *f->drop, cmp_u64)))
-            continue;
+        if (!ok || !ftr_dw_file_keeps(f, a)) continue;
         out[n++] = a;
     }
     if (n)
@@ -627,32 +510,25 @@ int ftr_dwarf_name_ok(const char *name)
 
 long ftr_dwarf_regargs(Elf *elf, uint64_t **addrs, char *err, size_t errlen)
 {
-    GElf_Ehdr eh;
     *addrs = NULL;
-    if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
-        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64 ||
-        (eh.e_type != ET_EXEC && eh.e_type != ET_DYN)) /* a .o's DWARF is not relocated */
-        return 0;
     struct scan sc = {0};
-    struct file f = {0};
+    struct ftr_dw_file f;
     long n = 0;
-    int oom = 0;
-    load_file(&f, elf, &oom);
-    if (!oom && !ftr_dw_open(&sc.dw, elf) && sc.dw.nunits) {
-        sc.fr = malloc(MAX_DEPTH * sizeof *sc.fr);
+    int r = ftr_dw_file_open(&f, elf, ftr_dwarf_name_ok);
+    if (r > 0 && !ftr_dw_open(&sc.dw, elf) && sc.dw.nunits) {
+        sc.fr = malloc(FTR_DW_MAX_DEPTH * sizeof *sc.fr);
         sc.dw.oom |= !sc.fr;
         for (size_t i = 0; i < sc.dw.nunits && !sc.dw.oom; i++)
-            if (scanned(&sc.dw.units[i])) scan_unit(&sc, &sc.dw.units[i]);
+            if (ftr_dw_c_unit(&sc.dw.units[i])) ftr_dw_walk(&sc.dw, &sc.dw.units[i], scan_die, &sc);
         if (!sc.dw.oom) n = results(&sc, &f, addrs);
     }
-    if (oom || sc.dw.oom) {
+    if (r < 0 || sc.dw.oom) {
         n = -1;
         if (err && errlen) snprintf(err, errlen, "DWARF parameters: out of memory");
     }
     ftr_dw_close(&sc.dw);
     free(sc.recs);
     free(sc.fr);
-    free(f.exec);
-    free(f.drop);
+    ftr_dw_file_close(&f);
     return n;
 }

@@ -2,7 +2,8 @@
  * dwarf_loc.h - where a DIE's DW_AT_location (or DW_AT_frame_base) puts it: its location
  * expression, or every entry of its location list (DWARF 2-4 .debug_loc, DWARF 5
  * .debug_loclists), each described by its first operation. Shall only be used within patcher/
- * (dwarf_args.c), on top of dwarf_read.h. Every read is bounds-checked; plain C, no allocation.
+ * (dwarf_args.c, dwarf_params.c), on top of dwarf_read.h. Every read is bounds-checked; plain
+ * C, no allocation.
  */
 #ifndef FTR_DWARF_LOC_H
 #define FTR_DWARF_LOC_H

@@ -1,5 +1,6 @@
 /*
- * dwarf_read.c - a small reader of .debug_info on libelf (see dwarf_read.h).
+ * dwarf_read.c - a small reader of .debug_info on libelf, and the module around it (see
+ * dwarf_read.h).
  */
 #include "dwarf_read.h"
 
@@ -8,19 +9,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define MAX_HOPS 16 /* typedef / qualifier chain followed by ftr_dw_type() */
 enum { FORM_data4 = 0x06, FORM_data8 = 0x07, FORM_indirect = 0x16, FORM_implicit_const = 0x21 };
 #define MAX_DEPTH 256 /* DIE nesting followed by ftr_dw_children() */
 
 // clang-format off
 static const struct { uint16_t at; uint8_t slot; } slots[] = {
-    {0x01, A_SIBLING}, {0x02, A_LOCATION}, {0x0b, A_BYTE_SIZE}, {0x0d, A_BIT_SIZE},
-    {0x11, A_LOW_PC}, {0x13, A_LANG}, {0x1c, A_CONST_VALUE}, {0x25, A_PRODUCER},
-    {0x27, A_PROTOTYPED}, {0x31, A_ORIGIN}, {0x34, A_ARTIFICIAL}, {0x36, A_CC},
-    {0x38, A_MEMBER_LOC}, {0x3c, A_DECL}, {0x40, A_FRAME_BASE},
-    {0x3e, A_ENCODING}, {0x3f, A_EXTERNAL}, {0x47, A_SPEC}, {0x49, A_TYPE},
-    {0x6b, A_BIT_SIZE /* DW_AT_data_bit_offset: a bit-field too */}, {0x72, A_STR_OFF_BASE},
-    {0x73, A_ADDR_BASE}, {0x76, A_DWO_NAME}, {0x88, A_ALIGNMENT},
-    {0x8c, A_LOCLISTS_BASE},
+    {0x01, A_SIBLING}, {0x02, A_LOCATION}, {0x03, A_NAME}, {0x0b, A_BYTE_SIZE},
+    {0x0d, A_BIT_SIZE}, {0x11, A_LOW_PC}, {0x13, A_LANG}, {0x1c, A_CONST_VALUE},
+    {0x25, A_PRODUCER}, {0x27, A_PROTOTYPED}, {0x2f, A_UPPER_BOUND}, {0x31, A_ORIGIN},
+    {0x34, A_ARTIFICIAL}, {0x36, A_CC}, {0x37, A_COUNT}, {0x38, A_MEMBER_LOC}, {0x3c, A_DECL},
+    {0x3e, A_ENCODING}, {0x3f, A_EXTERNAL}, {0x40, A_FRAME_BASE}, {0x47, A_SPEC}, {0x49, A_TYPE},
+    {0x6b, A_DATA_BIT_OFFSET}, {0x6e, A_LINKAGE_NAME}, {0x72, A_STR_OFF_BASE},
+    {0x73, A_ADDR_BASE}, {0x76, A_DWO_NAME}, {0x88, A_ALIGNMENT}, {0x8a, A_DELETED},
+    {0x8b, A_DEFAULTED}, {0x8c, A_LOCLISTS_BASE},
+    {0x2007, A_LINKAGE_NAME /* DW_AT_MIPS_linkage_name */},
     {0x2107, A_VECTOR /* DW_AT_GNU_vector */}, {0x2130, A_DWO_NAME /* DW_AT_GNU_dwo_name */},
 };
 
@@ -249,7 +252,7 @@ int ftr_dw_read_die(const struct ftr_dw *x, const struct ftr_dw_unit *u, uint64_
             if (read_form(u, &c, s->form, s->ic, &v)) return -1;
             if (s->slot == NO_SLOT) continue;
             d->v[s->slot] = v;
-            d->have |= 1u << s->slot;
+            d->have |= (uint64_t)1 << s->slot;
         }
     }
     d->next = (uint64_t)(c.p - x->info.p);
@@ -328,6 +331,33 @@ int ftr_dw_children(struct ftr_dw *x, const struct ftr_dw_unit *u, const struct 
     }
 }
 
+void ftr_dw_walk(struct ftr_dw *x, const struct ftr_dw_unit *u, ftr_dw_walk_fn fn, void *arg)
+{
+    uint64_t pos = u->die;
+    int depth = 0;
+    while (pos < u->end && !x->oom) {
+        struct ftr_dw_die d;
+        if (ftr_dw_read_die(x, u, pos, &d)) return;
+        pos = d.next;
+        if (!d.tag) {
+            if (depth == 0) continue; /* padding */
+            fn(x, u, &d, depth, arg);
+            if (--depth == 0) return;
+            continue;
+        }
+        if (d.children && depth + 1 == FTR_DW_MAX_DEPTH) return;
+        int skip = fn(x, u, &d, depth, arg);
+        if (!d.children || (skip && ftr_dw_sibling(u, &d, &pos))) continue;
+        depth++;
+    }
+}
+
+int ftr_dw_no_subprogram(uint32_t tag)
+{
+    return tag == TAG_struct || tag == TAG_class || tag == TAG_union || tag == TAG_enum ||
+           tag == TAG_array || tag == TAG_subroutine_type || tag == TAG_inlined;
+}
+
 int ftr_dw_addrx(const struct ftr_dw *x, const struct ftr_dw_unit *u, uint64_t i, uint64_t *addr)
 {
     if (!u->has_addr_base || !x->addr.p || u->addr_base > x->addr.n ||
@@ -372,14 +402,15 @@ static const char *string_at(const struct ftr_dw_sec *s, uint64_t off)
     return memchr(p, 0, s->n - off) ? p : NULL;
 }
 
-static const char *producer(const struct ftr_dw *x, const struct ftr_dw_unit *u,
-                            const struct ftr_dw_die *d, uint64_t str_off_base)
+const char *ftr_dw_string(const struct ftr_dw *x, const struct ftr_dw_unit *u,
+                          const struct ftr_dw_die *d, int slot)
 {
-    const struct ftr_dw_val *v = ftr_dw_attr(d, A_PRODUCER);
+    const struct ftr_dw_val *v = ftr_dw_attr(d, slot);
+    uint64_t str_off_base = u->str_off_base;
     if (!v) return NULL;
     switch (v->kind) {
     case V_STRING:
-        return (const char *)v->blk;
+        return (const char *)v->blk; /* read_form() checked its NUL */
     case V_STRP:
         return string_at(&x->str, v->u);
     case V_LSTRP:
@@ -405,6 +436,7 @@ static uint64_t read_header(const struct ftr_dw *x, uint64_t off, struct ftr_dw_
     struct ftr_dw_cur c = {x->info.p + off, x->info.p + x->info.n, 0};
     uint64_t len = ftr_dw_rd(&c, 4);
     memset(u, 0, sizeof *u);
+    u->str_off_base = UINT64_MAX;
     u->offsz = 4;
     if (len == 0xffffffff) {
         u->offsz = 8;
@@ -455,8 +487,9 @@ static void read_root(const struct ftr_dw *x, struct ftr_dw_unit *u)
         u->loclists_base = lb->u;
     }
     if (!ftr_dw_low_pc(x, u, &d, &u->base)) u->base = 0;
-    /* no base, no strx string (guessing one could read another unit's producer) */
-    const char *p = producer(x, u, &d, sb && sb->kind == V_SECOFF ? sb->u : UINT64_MAX);
+    /* no base, no strx string (guessing one could read another unit's strings) */
+    u->str_off_base = sb && sb->kind == V_SECOFF ? sb->u : UINT64_MAX;
+    const char *p = ftr_dw_string(x, u, &d, A_PRODUCER);
     u->gnu = p && !strncmp(p, "GNU ", 4);
     u->thin = p && (strstr(p, " -g1") || strstr(p, " -gmlt") || strstr(p, " -gline-tables-only") ||
                     strstr(p, " -mabi=ms"));
@@ -559,4 +592,101 @@ void ftr_dw_close(struct ftr_dw *x)
     free(x->sp);
     free(x->tabs);
     memset(x, 0, sizeof *x);
+}
+
+/* ---- types, languages ---- */
+int ftr_dw_type(struct ftr_dw *x, struct ftr_dw_die *d, int slot, const struct ftr_dw_unit **u)
+{
+    const struct ftr_dw_val *v = ftr_dw_attr(d, slot);
+    for (int hop = 0; hop < MAX_HOPS; hop++) {
+        if (!v) return 0;
+        struct ftr_dw_die t;
+        *u = ftr_dw_deref(x, v, &t);
+        if (!*u) return -1;
+        *d = t;
+        switch (d->tag) {
+        case TAG_typedef:
+        case TAG_const:
+        case TAG_volatile:
+        case TAG_restrict:
+        case TAG_atomic:
+            v = ftr_dw_attr(d, A_TYPE);
+            break;
+        default:
+            return 1;
+        }
+    }
+    return -1;
+}
+
+int ftr_dw_c_family(uint64_t lang)
+{
+    static const uint8_t c[] = {0x01, 0x02, 0x0c, 0x1d, 0x2c};         /* C89 C C99 C11 C17 */
+    static const uint8_t cxx[] = {0x04, 0x19, 0x1a, 0x21, 0x2a, 0x2b}; /* C++ 03 11 14 17 20 */
+    for (size_t i = 0; i < sizeof cxx; i++)
+        if (lang == cxx[i]) return 2;
+    return lang && lang < 0x100 && memchr(c, (int)lang, sizeof c) ? 1 : 0;
+}
+
+int ftr_dw_c_unit(const struct ftr_dw_unit *u)
+{
+    return (u->type == UT_compile || u->type == UT_partial) && u->root && !u->dwo &&
+           u->tab != SIZE_MAX && ftr_dw_c_family(u->lang);
+}
+
+/* ---- the module: executable sections, refused symbols ---- */
+static void load_symbols(struct ftr_dw_file *f, Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
+                         int (*name_ok)(const char *), int *oom)
+{
+    Elf_Data *d = elf_getdata(scn, NULL);
+    size_t n = d && sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
+    for (size_t i = 1; i < n && !*oom; i++) {
+        GElf_Sym sym;
+        if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF) continue;
+        unsigned type = GELF_ST_TYPE(sym.st_info);
+        if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE) continue;
+        const char *name = elf_strptr(elf, sh->sh_link, sym.st_name);
+        if (!name || name_ok(name)) continue;
+        if (!ftr_dw_grow((void **)&f->drop, &f->capdrop, f->ndrop + 1, sizeof *f->drop, oom))
+            f->drop[f->ndrop++] = sym.st_value;
+    }
+}
+
+int ftr_dw_file_open(struct ftr_dw_file *f, Elf *elf, int (*name_ok)(const char *))
+{
+    GElf_Ehdr eh;
+    memset(f, 0, sizeof *f);
+    if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
+        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64 ||
+        (eh.e_type != ET_EXEC && eh.e_type != ET_DYN))
+        return 0;
+    int oom = 0;
+    Elf_Scn *scn = NULL;
+    while ((scn = elf_nextscn(elf, scn)) && !oom) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh)) continue;
+        if ((sh.sh_flags & (SHF_ALLOC | SHF_EXECINSTR)) == (SHF_ALLOC | SHF_EXECINSTR) &&
+            sh.sh_size &&
+            !ftr_dw_grow((void **)&f->exec, &f->capexec, f->nexec + 1, sizeof *f->exec, &oom))
+            f->exec[f->nexec++] = (struct ftr_dw_range){sh.sh_addr, sh.sh_addr + sh.sh_size};
+        if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM)
+            load_symbols(f, elf, scn, &sh, name_ok, &oom);
+    }
+    if (f->ndrop) qsort(f->drop, f->ndrop, sizeof *f->drop, cmp_u64);
+    return oom ? -1 : 1;
+}
+
+void ftr_dw_file_close(struct ftr_dw_file *f)
+{
+    free(f->exec);
+    free(f->drop);
+    memset(f, 0, sizeof *f);
+}
+
+int ftr_dw_file_keeps(const struct ftr_dw_file *f, uint64_t a)
+{
+    int in = 0;
+    for (size_t i = 0; i < f->nexec && !in; i++)
+        in = a >= f->exec[i].lo && a < f->exec[i].hi;
+    return in && !(f->ndrop && bsearch(&a, f->drop, f->ndrop, sizeof *f->drop, cmp_u64));
 }

@@ -11,6 +11,8 @@
  *   dwarf_args.c   which functions of a module take all their arguments in registers, from its
  *                  DWARF, read by dwarf_read.c (a small reader on libelf: libdw cannot link
  *                  into the preload).
+ *   dwarf_params.c where each function's parameters and return value are at its entry, and
+ *                  what they are (for --auto-args), from the same DWARF.
  *   text_io.c      the only code that reads and writes live text: through /proc/thread-self/mem
  *                  (a missing page is an error, never a fault), read back; mprotect only for
  *                  callers that are alone.
@@ -386,6 +388,132 @@ void ftr_stw_forget_ignored(void);
  *  @return fn's return value, or -1 (message in err) when the world could not be stopped. */
 int ftr_stw_run(ftr_stw_fn fn, ftr_stw_ip_fn ipfn, void *arg, unsigned timeout_ms,
                 struct ftr_stw_stats *st, char *err, size_t errlen);
+
+/* ---- dwarf_params.c: where each parameter and the return value are, for --auto-args ---- */
+#define FTR_DW_MAX_PARAMS 16 /* parameters described per function; more are dropped */
+
+/* What a parameter (or return value) is. Typedefs and qualifiers (const, volatile, restrict,
+ * _Atomic) are looked through. */
+enum ftr_pclass {
+    FTR_PC_NONE = 0, /* void return, or a type not described here (long double, _Float128,
+                        _Float16, vectors, unknown): print "?" */
+    FTR_PC_SINT,     /* signed integers (wchar_t, __int128 in two parts); pointers to data
+                        members (an offset, -1 for null) */
+    FTR_PC_UINT,     /* unsigned integers, char8/16/32_t */
+    FTR_PC_BOOL,
+    FTR_PC_CHAR,   /* char, signed char, unsigned char */
+    FTR_PC_ENUM,   /* an enumeration: enum_id says which */
+    FTR_PC_PTR,    /* pointers, C++ references, decltype(nullptr), and a C++ class passed by
+                      invisible reference (its address) */
+    FTR_PC_STR,    /* a pointer to a (qualified) FTR_PC_CHAR type */
+    FTR_PC_FLOAT,  /* float (size 4), double (8) */
+    FTR_PC_STRUCT, /* an aggregate by value (struct, class, union), _Complex float / double,
+                      a pointer to member function: see parts */
+};
+
+/* Where it is at the function's first instruction (the caller put it there: System V) */
+enum ftr_ploc {
+    FTR_PL_NONE = 0, /* not known (print "?"): see ftr_dwarf_params() */
+    FTR_PL_INT,      /* integer register #n of rdi rsi rdx rcx r8 r9 (0..5);
+                        a return value: rax (0), rdx (1) */
+    FTR_PL_SSE,      /* xmm#n (0..7); a return value: xmm0 (0), xmm1 (1) */
+    FTR_PL_STACK     /* in memory at rsp + n at the entry: n = 8 is the first stack argument */
+};
+
+/* One eightbyte of a value that takes two (an aggregate of 9..16 bytes, __int128), or the one
+ * of an aggregate of up to 8 bytes: where it is and how many of its bytes are the value's */
+struct ftr_dw_part {
+    uint8_t loc, n, size;
+};
+
+struct ftr_dw_param {
+    char name[24];  /* truncated, NUL-terminated; "" if unnamed */
+    uint8_t cls;    /* enum ftr_pclass */
+    uint8_t size;   /* bytes: 1, 2, 4, 8, 16 (__int128, _Float128, long double), an aggregate's
+                       size (0 when above 255) */
+    uint8_t loc, n; /* enum ftr_ploc and its number: of the first part when there are parts */
+    uint8_t nparts; /* an aggregate of up to 16 bytes classified INTEGER / SSE (in registers,
+                       or on the stack for want of them), and __int128: its eightbytes (1 or
+                       2), each in parts[]; else 0 */
+    struct ftr_dw_part parts[2];
+    uint32_t enum_id; /* FTR_PC_ENUM: index into the result's enums (else 0) */
+};
+
+/* An enumeration type, once per DIE (another compile unit's copy is another entry) */
+struct ftr_dw_enum {
+    const char *name; /* "" if anonymous */
+    uint8_t size;     /* bytes */
+    uint8_t sign;     /* of a signed underlying type: values are signed (else unsigned, as
+                         int64_t bits) */
+    uint32_t n;       /* enumerators (at most 4096 kept), in the order of the source */
+    const int64_t *values;
+    const char *const *names;
+};
+
+struct ftr_dw_func {
+    uint64_t addr;    /* DW_AT_low_pc: a file virtual address (as ftr_dwarf_regargs() gives) */
+    const char *name; /* DW_AT_linkage_name when there is one, else DW_AT_name ("" if none) */
+    uint8_t nparams;  /* described in params[] (at most FTR_DW_MAX_PARAMS) */
+    uint8_t variadic; /* ... follows them (DW_TAG_unspecified_parameters) */
+    uint8_t has_this; /* params[0] is C++ `this` (artificial) */
+    const struct ftr_dw_param *params; /* nparams of them (in the result's storage) */
+    struct ftr_dw_param ret;           /* cls FTR_PC_NONE, size 0 for void */
+};
+
+struct ftr_dw_params {
+    size_t nfuncs;
+    struct ftr_dw_func *funcs; /* sorted by addr, unique */
+    size_t nenums;
+    struct ftr_dw_enum *enums;
+    /* storage of the above: ftr_dwarf_params_free() */
+    struct ftr_dw_param *params_;
+    char *strings_;
+    int64_t *values_;
+    const char **names_;
+};
+
+/*! ftr_dwarf_params() : a descriptor of each concrete, out-of-line function of elf (an x86-64
+ *  ET_EXEC / ET_DYN, or its separate debug file) with a DW_AT_low_pc, in a compile unit of C or
+ *  C++: its name, its parameters and return value, each with its class and where the x86-64
+ *  System V ABI puts it at the entry, computed here from the types (names and types followed
+ *  through DW_AT_abstract_origin / DW_AT_specification; the function's own parameter list):
+ *    - integers, bool, char, enums, pointers, references: the next integer register;
+ *      float, double: the next SSE register; __int128: two integer registers;
+ *    - an aggregate of up to 16 bytes, classified eightbyte by eightbyte (INTEGER wins over
+ *      SSE), in the registers of its classes when all of them are left, else on the stack;
+ *      an aggregate with an unaligned member (packed) or larger than 16 bytes, long double and
+ *      _Complex long double: on the stack (8-byte slots; 16-byte aligned types at 16);
+ *    - C++ classes: DW_AT_calling_convention says by value or by invisible reference (clang);
+ *      without it (gcc) a class with a virtual table or base, or with a user-provided copy or
+ *      move constructor or destructor (not defaulted in the class, directly or in a base or a
+ *      member) goes by reference; a deleted one: not known;
+ *    - a return of INTEGER class in rax (rdx), SSE in xmm0 (xmm1); an aggregate returned in
+ *      memory takes rdi before every parameter (`this` included) and is FTR_PL_NONE, and so
+ *      are the x87 returns (st0);
+ *    - a K&R (unprototyped) C function's float parameter arrives as a double (size 8).
+ *  FTR_PL_NONE: a parameter whose type is not understood (a class known only by a declaration
+ *  in the unit: clang describes a class where a constructor is emitted, gcc a dynamic one where
+ *  its virtual table is), and every one after it (their places depend on it); a stack offset
+ *  above 255; every parameter of a function whose parameter list disagrees with its abstract
+ *  origin's or specification's (in the count of parameters not artificial); from another
+ *  producer than GCC, every parameter of an internal function, and of another one, from its
+ *  first parameter without a location on, those whose location at the entry is not the
+ *  register computed (all of them when one is another); LLVM may drop or promote parameters
+ *  (-O3, LTO), keeping the DWARF, and such a parameter has no location. Left out: functions of
+ *  units of other languages, -g1 or -mabi=ms units, declarations, artificial subprograms
+ *  (thunks), other calling conventions (DW_AT_calling_convention), functions described by
+ *  DW_AT_ranges alone, addresses outside executable sections or at a symbol that
+ *  ftr_dwarf_name_ok() refuses (clones), and addresses described twice differently.
+ *  Not known from DWARF: gcc's ms_abi functions (their places are System V's here).
+ *  Malformed DWARF is never an error: what cannot be read is left out or FTR_PL_NONE.
+ *  Plain C, malloc/free only (the preload's constructor and dlopen).
+ *  @return 0 with *out filled (empty without DWARF or for another kind of file; free it with
+ *  ftr_dwarf_params_free()), or -1 with a one-line message in err (out of memory; *out empty). */
+int ftr_dwarf_params(struct Elf *elf, struct ftr_dw_params *out, char *err, size_t errlen);
+void ftr_dwarf_params_free(struct ftr_dw_params *p);
+
+/*! ftr_dwarf_params_find() : @return the function whose addr is addr (binary search), or NULL */
+const struct ftr_dw_func *ftr_dwarf_params_find(const struct ftr_dw_params *p, uint64_t addr);
 
 #ifdef __cplusplus
 }
