@@ -46,6 +46,8 @@ static void usage(FILE *f)
             "                           (argN/FMT[SIZE], FMT one of d u x c p b e s f;\n"
             "                           repeatable; docs/arguments.md)\n"
             "  -R, --retval SPEC        record return values: FUNCS[@retval/FMT[SIZE]]\n"
+            "      --auto-args          record the arguments and return values of every traced\n"
+            "                           function, named and typed from its DWARF (-g)\n"
             "      --max-depth N        record calls up to depth N (max_graph_depth)\n"
             "      --threshold T        keep only calls lasting at least T (10us, 1ms; bare: us)\n"
             "      --disabled           start with tracing off (ftrace-ctl PID on)\n"
@@ -146,7 +148,8 @@ int main(int argc, char **argv)
         OPT_DISABLED,
         OPT_LOSSLESS,
         OPT_CLOCK,
-        OPT_EXIT
+        OPT_EXIT,
+        OPT_AUTO_ARGS
     };
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'},
@@ -155,6 +158,7 @@ int main(int argc, char **argv)
         {"notrace", required_argument, NULL, OPT_NOTRACE},
         {"argument", required_argument, NULL, 'A'},
         {"retval", required_argument, NULL, 'R'},
+        {"auto-args", no_argument, NULL, OPT_AUTO_ARGS},
         {"max-depth", required_argument, NULL, OPT_DEPTH},
         {"threshold", required_argument, NULL, OPT_THRESHOLD},
         {"disabled", no_argument, NULL, OPT_DISABLED},
@@ -249,6 +253,9 @@ int main(int argc, char **argv)
                 return 2;
             }
             setenv(ftr_env_name(FTR_ENV_EXIT), optarg, 1);
+            break;
+        case OPT_AUTO_ARGS:
+            setenv(ftr_env_name(FTR_ENV_AUTO_ARGS), "1", 1);
             break;
         case OPT_DISABLED:
             setenv(ftr_env_name(FTR_ENV_DISABLED), "1", 1);

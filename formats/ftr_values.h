@@ -10,8 +10,11 @@
  *
  * The list is a sequence of items, padded with zero bytes to whole words:
  *   byte 0   type: 0x80 | size_code << 4 | fmt     (0x00: padding, the list ends)
- *   byte 1   index: 0 = the return value, else the argument's number (argN / fpargN / the Nth
- *            parameter from DWARF)
+ *   byte 1   index: 0 = the return value, else the argument's number (argN / fpargN); with
+ *            FTR_VAL_DWARF (0x80) set, the value was typed from the function's DWARF and the
+ *            low bits are the parameter's number in its declaration (1-based, `this` first;
+ *            0: the return value): a report may name it. A struct by value is one item per
+ *            register part, all with the parameter's index.
  *   then     integer formats: 1 << size_code bytes, little-endian (the register's low bytes);
  *            FTR_VF_FLOAT: 4 (float) or 8 (double) bytes;
  *            FTR_VF_STR: state (enum ftr_str_state), len, then len bytes of the string.
@@ -50,6 +53,7 @@ enum ftr_str_state {
 #define FTR_VALUES_MAX_BYTES 256 /* a list's bytes, at most (64 WORD events) */
 #define FTR_VALUES_STR_MAX 48    /* bytes of a string kept */
 #define FTR_VALUES_SITE_MASK 0xffffffu
+#define FTR_VAL_DWARF 0x80u
 
 static inline uint32_t ftr_values_arg(uint32_t site, uint32_t nwords)
 {

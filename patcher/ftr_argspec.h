@@ -36,10 +36,12 @@ enum ftr_arg_src { FTR_AS_ARG, FTR_AS_FPARG, FTR_AS_RETVAL };
 
 /* One value to record: where it is and how it is shown (enum ftr_val_fmt, ftr_values.h) */
 struct ftr_argitem {
-    uint8_t src;  /* enum ftr_arg_src */
-    uint8_t n;    /* argument number (1-based); 0 for the return value */
-    uint8_t fmt;  /* enum ftr_val_fmt */
-    uint8_t size; /* bytes: 1, 2, 4, 8 */
+    uint8_t src;   /* enum ftr_arg_src */
+    uint8_t n;     /* argument number (1-based); 0 for the return value */
+    uint8_t fmt;   /* enum ftr_val_fmt */
+    uint8_t size;  /* bytes: 1, 2, 4, 8 */
+    uint8_t label; /* the index the list records (ftr_values.h): 0 = n; typed from DWARF:
+                      FTR_VAL_DWARF | the parameter's number (0 for the return value) */
 };
 
 struct ftr_filter;

@@ -99,8 +99,9 @@ static uint8_t *put_str(uint8_t *o, unsigned index, uintptr_t p)
 
 static uint8_t *put_item(uint8_t *o, const struct ftr_argitem *it, uint64_t v)
 {
-    if (it->fmt == FTR_VF_STR) return put_str(o, it->n, (uintptr_t)v);
-    return put_int(o, it, it->n, v);
+    unsigned index = it->label ? it->label : it->n;
+    if (it->fmt == FTR_VF_STR) return put_str(o, index, (uintptr_t)v);
+    return put_int(o, it, index, v);
 }
 
 static size_t finish(uint8_t *buf, uint8_t *o)

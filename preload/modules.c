@@ -31,6 +31,7 @@
 
 #include "ftr_patcher.h"
 #include "tracer.h"
+#include "values.h"
 
 #define REACH ((int64_t)1 << 31)
 /* the stub area's jump slots: ftr_tramp_fentry, ftr_tramp_mcount, ftr_tramp_fentry_chain,
@@ -481,6 +482,7 @@ static void prepare_new(void)
         struct mod *md = &mods[k];
         if (md->ready || md->gone) continue;
         ftr_through_decide(&md->m);
+        ftr_values_module(&md->m);
         if (build_stubs(md) < 0) {
             ftr_msg("%s: no room for stubs within reach; its functions are not traced", md->m.path);
             md->gone = 1;

@@ -46,7 +46,7 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* The file's build id equals the one the scan read (the file was not replaced since). */
-static int same_build(Elf *elf, const struct ftr_module *m)
+int ftr_module_same_build(Elf *elf, const struct ftr_module *m)
 {
     if (!m->build_id_len) return 1;
     Elf_Scn *scn = NULL;
@@ -79,7 +79,7 @@ size_t ftr_through_decide(struct ftr_module *m)
     long na = 0;
     char err[128];
     Elf *elf = elf_version(EV_CURRENT) != EV_NONE ? elf_begin(fd, ELF_C_READ_MMAP, NULL) : NULL;
-    if (elf && same_build(elf, m)) na = ftr_dwarf_regargs(elf, &addrs, err, sizeof err);
+    if (elf && ftr_module_same_build(elf, m)) na = ftr_dwarf_regargs(elf, &addrs, err, sizeof err);
     if (elf) elf_end(elf);
     close(fd);
     for (size_t i = 0; na > 0 && i < m->nsites; i++) {

@@ -164,6 +164,9 @@ struct ftr_module;
 struct ftr_site;
 size_t ftr_through_decide(struct ftr_module *m) FTR_HIDDEN;
 int ftr_through_publish(const struct ftr_site *s) FTR_HIDDEN;
+/* through.c: the module's file, opened as elf, is the build the scan read */
+struct Elf;
+int ftr_module_same_build(struct Elf *elf, const struct ftr_module *m) FTR_HIDDEN;
 
 /* tramp_x86_64.S */
 void ftr_tramp_fentry(void) FTR_HIDDEN;       /* reached from stubs of sites before the prologue */

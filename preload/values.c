@@ -6,9 +6,17 @@
  * function. Equal programs are shared; the table of programs only grows (a hook may be reading
  * any of them) and is bounded: a site past FTR_VALPROG_MAX different programs records none,
  * said once on stderr. Runs under the modules' lock (patching), never in a hook.
+ *
+ * A spec without an item list takes the function's parameters and return type from its
+ * module's DWARF (patcher/dwarf_params.c): read once per module, when some such spec exists,
+ * and kept while the module is (a module loaded later over its range replaces it). A function
+ * without DWARF gets the six integer argument registers in hex, and retval/d.
  */
+#include <fcntl.h>
+#include <libelf.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -25,6 +33,16 @@ static struct ftr_valprog *progs; /* [0] unused: index 0 is "none" */
 static unsigned nprogs = 1;
 static int said_full;
 static struct ftr_argspecs arg_specs, ret_specs;
+static int want_dwarf; /* some spec has no item list, or --auto-args */
+static int auto_args;  /* FTRACE_AUTO_ARGS: every function with DWARF, as if -A and -R named it */
+
+/* the DWARF descriptions of the modules read so far */
+struct dwmod {
+    uint64_t lo, hi, base;
+    struct ftr_dw_params p;
+};
+static struct dwmod *dwmods;
+static size_t ndwmods;
 
 int ftr_values_init(char *err, size_t errlen)
 {
@@ -38,7 +56,14 @@ int ftr_values_init(char *err, size_t errlen)
         snprintf(err, errlen, "%s: %s", ftr_env_name(FTR_ENV_RETVAL), e);
         return -1;
     }
-    if (!arg_specs.n && !ret_specs.n) return 0;
+    const char *au = getenv(ftr_env_name(FTR_ENV_AUTO_ARGS));
+    auto_args = au && *au && strcmp(au, "0") != 0;
+    want_dwarf = auto_args;
+    if (!arg_specs.n && !ret_specs.n && !auto_args) return 0;
+    for (size_t i = 0; i < arg_specs.n; i++)
+        want_dwarf |= arg_specs.v[i].from_dwarf;
+    for (size_t i = 0; i < ret_specs.n; i++)
+        want_dwarf |= ret_specs.v[i].from_dwarf;
     progs = ftr_mmap_zero(FTR_VALPROG_MAX * sizeof *progs);
     ftr_site_prog = mmap(NULL, FTR_SITE_FLAGS_MAX * sizeof *ftr_site_prog, PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -77,6 +102,103 @@ static void raw_args(struct ftr_valprog *p)
         p->args[i] = (struct ftr_argitem){FTR_AS_ARG, (uint8_t)(i + 1), FTR_VF_HEX, 8};
 }
 
+void ftr_values_module(const struct ftr_module *m)
+{
+    if (!want_dwarf || !m->path || !m->nsites) return;
+    for (size_t i = 0; i < ndwmods;) { /* a module that was unloaded from this range */
+        if (dwmods[i].lo < m->hi && m->lo < dwmods[i].hi) {
+            ftr_dwarf_params_free(&dwmods[i].p);
+            dwmods[i] = dwmods[--ndwmods];
+        } else {
+            i++;
+        }
+    }
+    int fd = open(m->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    struct dwmod d = {m->lo, m->hi, m->base, {0}};
+    char err[200];
+    Elf *elf = elf_version(EV_CURRENT) != EV_NONE ? elf_begin(fd, ELF_C_READ_MMAP, NULL) : NULL;
+    int ok =
+        elf && ftr_module_same_build(elf, m) && ftr_dwarf_params(elf, &d.p, err, sizeof err) == 0;
+    if (elf) elf_end(elf);
+    close(fd);
+    if (!ok) return;
+    struct dwmod *n = realloc(dwmods, (ndwmods + 1) * sizeof *n);
+    if (!n) {
+        ftr_dwarf_params_free(&d.p);
+        return;
+    }
+    dwmods = n;
+    dwmods[ndwmods++] = d;
+}
+
+static const struct ftr_dw_func *dwarf_func(const struct ftr_site *s)
+{
+    for (size_t i = 0; i < ndwmods; i++)
+        if (s->func >= dwmods[i].lo && s->func < dwmods[i].hi)
+            return ftr_dwarf_params_find(&dwmods[i].p, s->func - dwmods[i].base);
+    return NULL;
+}
+
+/* One DWARF parameter (number k, 0: the return value) as items: @return how many */
+static unsigned dwarf_items(const struct ftr_dw_param *p, unsigned k, struct ftr_argitem *out,
+                            unsigned room)
+{
+    static const uint8_t fmt[] = {[FTR_PC_SINT] = FTR_VF_SIGNED, [FTR_PC_UINT] = FTR_VF_UNSIGNED,
+                                  [FTR_PC_BOOL] = FTR_VF_BOOL,   [FTR_PC_CHAR] = FTR_VF_CHAR,
+                                  [FTR_PC_ENUM] = FTR_VF_ENUM,   [FTR_PC_PTR] = FTR_VF_PTR,
+                                  [FTR_PC_STR] = FTR_VF_STR,     [FTR_PC_FLOAT] = FTR_VF_FLOAT,
+                                  [FTR_PC_STRUCT] = FTR_VF_HEX};
+    struct ftr_dw_part one = {p->loc, p->n, p->size}, parts[2];
+    unsigned np = 1;
+    if (p->cls == FTR_PC_STRUCT || p->nparts) {
+        np = p->nparts < 2 ? p->nparts : 2;
+        for (unsigned i = 0; i < np; i++)
+            parts[i] = p->parts[i];
+    } else {
+        parts[0] = one;
+    }
+    if (p->cls == FTR_PC_NONE || p->cls >= sizeof fmt || np > room) return 0;
+    unsigned n = 0;
+    for (unsigned i = 0; i < np; i++) {
+        const struct ftr_dw_part *q = &parts[i];
+        struct ftr_argitem it = {0};
+        it.fmt = p->cls == FTR_PC_STRUCT ? FTR_VF_HEX : fmt[p->cls];
+        it.size = q->size >= 8 ? 8 : q->size >= 4 ? 4 : q->size >= 2 ? 2 : 1;
+        if (it.fmt == FTR_VF_STR || it.fmt == FTR_VF_PTR) it.size = 8;
+        it.label = (uint8_t)(FTR_VAL_DWARF | k);
+        if (k == 0) {
+            if (q->loc != FTR_PL_INT && q->loc != FTR_PL_SSE) return 0;
+            if (q->n != 0) return n; /* rdx / xmm1: not recorded */
+            it.src = FTR_AS_RETVAL;
+            if (q->loc == FTR_PL_SSE) it.fmt = FTR_VF_FLOAT;
+        } else if (q->loc == FTR_PL_INT && q->n < 6) {
+            it.src = FTR_AS_ARG;
+            it.n = (uint8_t)(q->n + 1);
+        } else if (q->loc == FTR_PL_SSE && q->n < 8) {
+            it.src = FTR_AS_FPARG;
+            it.n = (uint8_t)(q->n + 1);
+            it.fmt = FTR_VF_FLOAT; /* an SSE part of a struct: its double */
+        } else if (q->loc == FTR_PL_STACK && q->n >= 8 && q->n % 8 == 0 && 6 + q->n / 8 <= 32) {
+            it.src = FTR_AS_ARG;
+            it.n = (uint8_t)(6 + q->n / 8);
+        } else {
+            return n;
+        }
+        if (it.fmt == FTR_VF_FLOAT && it.size != 4) it.size = 8;
+        out[n++] = it;
+    }
+    return n;
+}
+
+static void dwarf_args(const struct ftr_dw_func *f, struct ftr_valprog *p)
+{
+    p->nargs = 0;
+    for (unsigned i = 0; i < f->nparams && p->nargs < FTR_ARGSPEC_MAX; i++)
+        p->nargs += (uint8_t)dwarf_items(&f->params[i], i + 1, p->args + p->nargs,
+                                         FTR_ARGSPEC_MAX - p->nargs);
+}
+
 unsigned ftr_values_site(const char *module, int is_main, const struct ftr_site *s,
                          const char *demangled)
 {
@@ -87,12 +209,33 @@ unsigned ftr_values_site(const char *module, int is_main, const struct ftr_site 
         ftr_argspecs_match(&ret_specs, module, is_main, s->name, demangled);
     struct ftr_valprog p;
     memset(&p, 0, sizeof p); /* compared bytewise: no stray padding */
-    if (a && a->from_dwarf) raw_args(&p);
+    const struct ftr_dw_func *f =
+        (a && a->from_dwarf) || (r && r->from_dwarf) || (auto_args && !a && !r) ? dwarf_func(s)
+                                                                                : NULL;
+    if (auto_args && !a && !r) { /* a spec that names the function goes before --auto-args */
+        if (!f) return 0;
+        dwarf_args(f, &p);
+        struct ftr_argitem it;
+        p.has_ret = dwarf_items(&f->ret, 0, &it, 1) == 1;
+        if (p.has_ret) p.ret = it;
+    }
+    if (a && a->from_dwarf) {
+        if (f)
+            dwarf_args(f, &p);
+        else
+            raw_args(&p);
+    }
     for (unsigned i = 0; a && i < a->nitems; i++) {
         if (a->items[i].src == FTR_AS_RETVAL)
             p.ret = a->items[i], p.has_ret = 1;
         else
             p.args[p.nargs++] = a->items[i];
+    }
+    if (r && r->from_dwarf && f) { /* the return type (void: none) */
+        struct ftr_argitem it;
+        p.has_ret = dwarf_items(&f->ret, 0, &it, 1) == 1;
+        if (p.has_ret) p.ret = it;
+        r = NULL;
     }
     for (unsigned i = 0; r && i < r->nitems; i++) {
         if (r->items[i].src == FTR_AS_RETVAL)

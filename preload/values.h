@@ -35,6 +35,9 @@ extern uint16_t *ftr_site_prog __attribute__((visibility("hidden"))); /* by site
  * read the site flags), or -1 with a one-line message in err */
 int ftr_values_init(char *err, size_t errlen) __attribute__((visibility("hidden")));
 struct ftr_site;
+struct ftr_module;
+/* A module scanned: its DWARF descriptions are read when some spec needs them */
+void ftr_values_module(const struct ftr_module *m) __attribute__((visibility("hidden")));
 /* The FTR_SF_ARGS / FTR_SF_RETVAL flags site s of module gets (its program set up) */
 unsigned ftr_values_site(const char *module, int is_main, const struct ftr_site *s,
                          const char *demangled) __attribute__((visibility("hidden")));

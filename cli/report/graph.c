@@ -322,23 +322,34 @@ static void srcline(struct frp_graph *g, const struct frp_item *it)
     frp_out_lit(&g->out, " */");
 }
 
-/* "(1, "abc")" after a function's name; "()" without values */
-static void call_values(struct frp_out *o, const uint8_t *v, uint32_t len)
+/* a value list of site's function as text, named from DWARF when it was typed so */
+static size_t values(struct frp_graph *g, const struct frp_item *it, uint32_t site,
+                     const uint8_t *v, uint32_t len, char *t, size_t cap)
 {
+    const struct frp_params *ps =
+        frp_values_typed(v, len) ? frp_params(g->r, it->thread->proc, site) : NULL;
+    return frp_values_named(v, len, ps, t, cap);
+}
+
+/* "(1, "abc")" after a function's name; "()" without values */
+static void call_values(struct frp_graph *g, const struct frp_item *it)
+{
+    struct frp_out *o = &g->out;
     frp_out_lit(o, "(");
-    if (__builtin_expect(v != NULL, 0)) {
+    if (__builtin_expect(it->vals != NULL, 0)) {
         char t[FRP_VALUES_TEXT_MAX];
-        frp_out_write(o, t, frp_values_text(v, len, t, sizeof t));
+        frp_out_write(o, t, values(g, it, it->ev.site, it->vals, it->vals_len, t, sizeof t));
     }
     frp_out_lit(o, ")");
 }
 
 /* " = 3" */
-static void ret_value(struct frp_out *o, const uint8_t *v, uint32_t len)
+static void ret_value(struct frp_graph *g, const struct frp_item *it, uint32_t site,
+                      const uint8_t *v, uint32_t len)
 {
     char t[FRP_VALUES_TEXT_MAX];
-    frp_out_lit(o, " = ");
-    frp_out_write(o, t, frp_values_text(v, len, t, sizeof t));
+    frp_out_lit(&g->out, " = ");
+    frp_out_write(&g->out, t, values(g, it, site, v, len, t, sizeof t));
 }
 
 void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
@@ -364,8 +375,8 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
             line_start(g, gt, 1, frp_ticks_to_ns(nx->tsc >= ev->tsc ? nx->tsc - ev->tsc : 0, npt),
                        gt->st.depth, it);
             frp_out_write(o, it->name.s, it->name.len);
-            call_values(o, it->vals, it->vals_len);
-            if (it->next_vals) ret_value(o, it->next_vals, it->next_vals_len);
+            call_values(g, it);
+            if (it->next_vals) ret_value(g, it, ev->site, it->next_vals, it->next_vals_len);
             frp_out_lit(o, ";");
             if (note) frp_out_str(o, note);
             if (__builtin_expect(g->srcline, 0)) srcline(g, it);
@@ -375,7 +386,7 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
         }
         line_start(g, gt, 0, 0, gt->st.depth, it);
         frp_out_write(o, it->name.s, it->name.len);
-        call_values(o, it->vals, it->vals_len);
+        call_values(g, it);
         frp_out_lit(o, " {");
         if (note) frp_out_str(o, note);
         if (__builtin_expect(g->srcline, 0)) srcline(g, it);
@@ -401,7 +412,7 @@ void frp_graph_event(struct frp_graph *g, const struct frp_item *it)
                    gt->st.depth, it);
         frp_out_lit(o, "} /* ");
         frp_out_write(o, f->name.s, f->name.len);
-        if (it->vals) ret_value(o, it->vals, it->vals_len);
+        if (it->vals) ret_value(g, it, f->site, it->vals, it->vals_len);
         int suspended = ev->kind == FTR_EV_UNWIND && gt->suspend_left > 0;
         gt->suspend_left -= suspended;
         if (suspended)

@@ -180,7 +180,8 @@ static int fetch_call(struct frp_merge *m, struct cursor *c, struct ftr_event *e
         if (is_special(ev, FTR_SP_VALUES)) {
             /* not after an ENTRY: a return value, whose EXIT comes next */
             if ((rc = read_list(m, c, ev->arg, &c->ret)) < 0) return rc;
-            if (c->ret.len && c->ret.b[1] != 0) c->ret.len = 0; /* arguments of a lost ENTRY */
+            if (c->ret.len && (c->ret.b[1] & ~FTR_VAL_DWARF) != 0)
+                c->ret.len = 0; /* arguments of a lost ENTRY */
             continue;
         }
         if (!is_special(ev, FTR_SP_WORD)) break; /* a WORD alone: its list was cut short */

@@ -43,11 +43,14 @@ struct frp_names {
     size_t n, cap;
     const char ***src; /* by process idx, by site: "file:line", NOSRC, or NULL (not looked up) */
     uint32_t *srcn;
+    struct frp_params ***par; /* by process idx, by site: its parameters (NOPAR: unknown) */
+    uint32_t *parn;
     uint32_t nprocs;
     struct frp_arena strs; /* the names and lines made here */
 };
 
 static const char NOSRC[] = "";
+static struct frp_params NOPAR;
 
 const char *frp_module_file(const char *path)
 {
@@ -202,6 +205,17 @@ struct frp_name frp_display_name(struct frp_report *r, const struct frp_process 
 
 /* ---- source lines ---- */
 
+/* The compile unit of addr: libdw finds it through .debug_aranges, which clang does not write
+ * by default (-gdwarf-aranges); without it, each unit's ranges are asked in turn. */
+static Dwarf_Die *unit_of(struct nmod *nm, Dwarf_Addr addr, Dwarf_Addr *bias)
+{
+    Dwarf_Die *cu = dwfl_module_addrdie(nm->mod, addr, bias);
+    if (cu) return cu;
+    for (cu = NULL; (cu = dwfl_module_nextcu(nm->mod, cu, bias)) != NULL;)
+        if (dwarf_haspc(cu, addr - *bias) > 0) return cu;
+    return NULL;
+}
+
 static const char *find_srcline(struct frp_report *r, const struct frp_process *owner,
                                 const struct frp_site_meta *meta)
 {
@@ -213,7 +227,7 @@ static const char *find_srcline(struct frp_report *r, const struct frp_process *
     const char *file = NULL;
     int lineno = 0;
     /* the declaration of the function whose code holds addr, else the line table's row */
-    Dwarf_Die *cu = dwfl_module_addrdie(nm->mod, addr, &bias);
+    Dwarf_Die *cu = unit_of(nm, addr, &bias);
     Dwarf_Die *scopes = NULL;
     int nscopes = cu ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
     for (int i = 0; i < nscopes && !file; i++) {
@@ -269,6 +283,95 @@ const char *frp_srcline(struct frp_report *r, const struct frp_process *p, uint3
     return *slot == NOSRC ? NULL : *slot;
 }
 
+/* ---- parameters ---- */
+
+/* The function's DIE for a site (its module file's DWARF), in *fn; @return 0, -1 if none */
+static int function_die(struct frp_report *r, const struct frp_process *owner,
+                        const struct frp_site_meta *meta, Dwarf_Die *fn)
+{
+    if (!meta->module || meta->module > owner->nmodules) return -1;
+    const struct frp_module *m = &owner->modules[meta->module - 1];
+    struct nmod *nm = open_module(r, m);
+    if (!nm) return -1;
+    Dwarf_Addr addr = meta->func - m->base, bias = 0;
+    Dwarf_Die *cu = unit_of(nm, addr, &bias);
+    Dwarf_Die *scopes = NULL;
+    int nscopes = cu ? dwarf_getscopes(cu, addr - bias, &scopes) : 0, rc = -1;
+    for (int i = 0; i < nscopes; i++) {
+        if (dwarf_tag(&scopes[i]) != DW_TAG_subprogram) continue;
+        *fn = scopes[i];
+        rc = 0;
+        break;
+    }
+    free(scopes);
+    return rc;
+}
+
+static struct frp_params *find_params(struct frp_report *r, const struct frp_process *owner,
+                                      const struct frp_site_meta *meta)
+{
+    Dwarf_Die fn, c;
+    if (function_die(r, owner, meta, &fn)) return &NOPAR;
+    struct frp_params *ps = calloc(1, sizeof *ps);
+    if (!ps) return &NOPAR;
+    ps->fn = fn;
+    if (dwarf_child(&fn, &c) != 0) return ps;
+    do {
+        if (dwarf_tag(&c) != DW_TAG_formal_parameter) continue;
+        if (ps->n == FRP_PARAMS_MAX) break;
+        Dwarf_Attribute a;
+        const char *s = dwarf_formstring(dwarf_attr_integrate(&c, DW_AT_name, &a));
+        ps->die[++ps->n] = c;
+        ps->name[ps->n] = s ? frp_arena_str(&names_of(r)->strs, s, strlen(s)) : NULL;
+    } while (dwarf_siblingof(&c, &c) == 0);
+    return ps;
+}
+
+const struct frp_params *frp_params(struct frp_report *r, const struct frp_process *p,
+                                    uint32_t site)
+{
+    const struct frp_process *owner = p;
+    const struct frp_site_meta *meta = frp_site_meta(p, site, &owner);
+    struct frp_names *ns = names_of(r);
+    if (!meta || !ns) return NULL;
+    if (!ns->par) {
+        ns->par = calloc(r->nprocs + 1, sizeof *ns->par);
+        ns->parn = calloc(r->nprocs + 1, sizeof *ns->parn);
+        if (!ns->par || !ns->parn) return NULL;
+    }
+    uint32_t pi = owner->idx;
+    if (pi > r->nprocs) return NULL;
+    if (site >= ns->parn[pi]) {
+        uint32_t n = owner->nsites > site ? owner->nsites : site + 1;
+        struct frp_params **a = realloc(ns->par[pi], (size_t)n * sizeof *a);
+        if (!a) return NULL;
+        memset(a + ns->parn[pi], 0, (size_t)(n - ns->parn[pi]) * sizeof *a);
+        ns->par[pi] = a;
+        ns->parn[pi] = n;
+    }
+    struct frp_params **slot = &ns->par[pi][site];
+    if (!*slot) *slot = find_params(r, owner, meta);
+    return *slot == &NOPAR ? NULL : *slot;
+}
+
+const char *frp_enumerator(const struct frp_params *ps, unsigned k, int64_t v)
+{
+    if (!ps || k > ps->n) return NULL;
+    Dwarf_Attribute a;
+    Dwarf_Die t, e;
+    Dwarf_Die *of = k ? (Dwarf_Die *)&ps->die[k] : (Dwarf_Die *)&ps->fn;
+    if (!dwarf_formref_die(dwarf_attr_integrate(of, DW_AT_type, &a), &t)) return NULL;
+    if (dwarf_peel_type(&t, &t) != 0 || dwarf_tag(&t) != DW_TAG_enumeration_type) return NULL;
+    if (dwarf_child(&t, &e) != 0) return NULL;
+    do {
+        Dwarf_Sword sv;
+        if (dwarf_tag(&e) == DW_TAG_enumerator &&
+            dwarf_formsdata(dwarf_attr(&e, DW_AT_const_value, &a), &sv) == 0 && sv == v)
+            return dwarf_diename(&e);
+    } while (dwarf_siblingof(&e, &e) == 0);
+    return NULL;
+}
+
 void frp_names_warnings(struct frp_report *r, FILE *f)
 {
     struct frp_names *ns = r->names;
@@ -292,6 +395,13 @@ void frp_names_free(struct frp_report *r)
         if (ns->mods[i].dwfl) dwfl_end(ns->mods[i].dwfl);
     for (uint32_t i = 0; ns->src && i < ns->nprocs; i++)
         free(ns->src[i]);
+    for (uint32_t i = 0; ns->par && i <= r->nprocs; i++) {
+        for (uint32_t k = 0; k < ns->parn[i]; k++)
+            if (ns->par[i][k] != &NOPAR) free(ns->par[i][k]);
+        free(ns->par[i]);
+    }
+    free(ns->par);
+    free(ns->parn);
     free(ns->src);
     free(ns->srcn);
     free(ns->mods);

@@ -6,6 +6,7 @@
 #ifndef FTR_REPORT_NAMES_H
 #define FTR_REPORT_NAMES_H
 
+#include <elfutils/libdw.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -33,6 +34,20 @@ char *frp_demangle(const char *sym, enum frp_demangle mode);
 /*! frp_srcline() : "file:line" of the function of a site, from the DWARF line table of its
  *  module file when present with the recorded build-id. Cached; @return NULL when unknown. */
 const char *frp_srcline(struct frp_report *r, const struct frp_process *p, uint32_t site);
+/* A function's parameters as its module file's DWARF declares them (1-based: `this` first) */
+#define FRP_PARAMS_MAX 32
+struct frp_params {
+    uint32_t n;
+    const char *name[FRP_PARAMS_MAX + 1]; /* [k]: parameter k's name (NULL: unnamed) */
+    Dwarf_Die fn, die[FRP_PARAMS_MAX + 1];
+};
+/*! frp_params() : the parameters of a site's function (cached). @return NULL when unknown (no
+ *  file of that build, no DWARF) */
+const struct frp_params *frp_params(struct frp_report *r, const struct frp_process *p,
+                                    uint32_t site);
+/*! frp_enumerator() : the name of value v of parameter k's type (k = 0: the return type's),
+ *  when that type is an enumeration that names it; else NULL */
+const char *frp_enumerator(const struct frp_params *ps, unsigned k, int64_t v);
 /*! frp_names_warnings() : writes, once per module, why source lines are missing (file gone,
  *  build-id differs) to f. */
 void frp_names_warnings(struct frp_report *r, FILE *f);

@@ -4,6 +4,7 @@
 #include "values.h"
 
 #include "ftr_values.h"
+#include "names.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -91,26 +92,71 @@ size_t frp_value_text(const struct ftr_value *x, char *buf, size_t cap)
     return 0;
 }
 
-size_t frp_values_text(const uint8_t *v, uint32_t len, char *buf, size_t cap)
+/* appends s to buf (cap bytes) at *n */
+static void put(char *buf, size_t cap, size_t *n, const char *s)
+{
+    size_t l = strlen(s);
+    if (*n + l >= cap) l = *n < cap - 1 ? cap - 1 - *n : 0;
+    memcpy(buf + *n, s, l);
+    *n += l;
+    buf[*n] = 0;
+}
+
+int frp_values_typed(const uint8_t *v, uint32_t len)
+{
+    return len >= 2 && (v[1] & FTR_VAL_DWARF);
+}
+
+size_t frp_values_named(const uint8_t *v, uint32_t len, const struct frp_params *ps, char *buf,
+                        size_t cap)
 {
     if (!cap) return 0;
     const uint8_t *p = v, *end = v + len;
     size_t n = 0;
-    struct ftr_value x;
-    int rc, first = 1;
+    struct ftr_value x, nx;
+    int rc = ftr_values_next(&p, end, &x), open = 0;
     buf[0] = 0;
-    while ((rc = ftr_values_next(&p, end, &x)) == 1) {
-        if (!first && n + 2 < cap) {
-            memcpy(buf + n, ", ", 2);
-            n += 2;
+    for (int first = 1; rc == 1; first = 0) {
+        const uint8_t *q = p;
+        int nrc = ftr_values_next(&q, end, &nx);
+        unsigned k = x.index & ~FTR_VAL_DWARF;
+        int named = (x.index & FTR_VAL_DWARF) != 0;
+        if (!open) {
+            if (!first) put(buf, cap, &n, ", ");
+            const char *nm = named && ps && k >= 1 && k <= ps->n ? ps->name[k] : NULL;
+            if (nm) {
+                put(buf, cap, &n, nm);
+                put(buf, cap, &n, "=");
+            }
+            /* the register parts of one struct come one after the other, with one index */
+            open = named && nrc == 1 && nx.index == x.index;
+            if (open) put(buf, cap, &n, "{");
+        } else {
+            put(buf, cap, &n, ", ");
         }
-        first = 0;
-        n += frp_value_text(&x, buf + n, cap - n);
+        const char *en =
+            named && x.fmt == FTR_VF_ENUM ? frp_enumerator(ps, k, ftr_value_signed(&x)) : NULL;
+        char t[4 * FTR_VALUES_STR_MAX + 16];
+        if (en)
+            put(buf, cap, &n, en);
+        else if (frp_value_text(&x, t, sizeof t))
+            put(buf, cap, &n, t);
+        if (open && !(nrc == 1 && nx.index == x.index)) {
+            put(buf, cap, &n, "}");
+            open = 0;
+        }
+        p = q;
+        x = nx;
+        rc = nrc;
     }
     if (rc < 0) {
         snprintf(buf, cap, "?");
         return strlen(buf);
     }
-    buf[n < cap ? n : cap - 1] = 0;
-    return n < cap ? n : cap - 1;
+    return n;
+}
+
+size_t frp_values_text(const uint8_t *v, uint32_t len, char *buf, size_t cap)
+{
+    return frp_values_named(v, len, NULL, buf, cap);
 }

@@ -20,6 +20,15 @@ extern "C" {
  *  unreadable one (bad). @return the text's length */
 size_t frp_values_text(const uint8_t *v, uint32_t len, char *buf, size_t cap);
 
+/*! frp_values_named() : frp_values_text() of a list whose items were typed from DWARF
+ *  (FTR_VAL_DWARF), with ps the function's parameters (NULL: unknown): "fd=3, mode=O_RDONLY,
+ *  p={0x1, 0x2}" (parameter names, enumerators by name, a struct's register parts in braces).
+ *  frp_values_typed() says whether a list is one of those (then look ps up). */
+struct frp_params;
+size_t frp_values_named(const uint8_t *v, uint32_t len, const struct frp_params *ps, char *buf,
+                        size_t cap);
+int frp_values_typed(const uint8_t *v, uint32_t len);
+
 /*! frp_value_text() : one item (struct ftr_value) the same way. @return the length */
 struct ftr_value;
 size_t frp_value_text(const struct ftr_value *x, char *buf, size_t cap);

@@ -8,9 +8,11 @@ progs/bvalues.c (C) and progs/bvalues_cxx.cpp (a member function: `this`), built
     functions returned: integers of every width and sign, hex, chars with escapes, bools,
     NULL, strings whole, cut, escaped, NULL and unreadable, float and double arguments beside
     integers, structs by value (their register parts), eight arguments (two on the stack), a
-    variadic call, and the raw registers of a function given without an item list);
+    variadic call, and a function given without an item list: its DWARF parameters);
   - the same trace's --chrome has the values in each call's args;
-  - FTRACE_ARGS / FTRACE_RETVAL set by hand give the same tree as the options.
+  - FTRACE_ARGS / FTRACE_RETVAL set by hand give the same tree as the options;
+  - --auto-args: every function's parameters and return value named and typed from its
+    DWARF (enumerators by name, a struct's register parts, `this`), the same in every build.
 Bad specs (-A/-R and the variables): exit status 2 and one line that names the spec; the
 program does not run.
 
@@ -75,8 +77,44 @@ WANT = [
     "  mixsum(0.5, 9) = 9.5;",
     "  eight(1, 2, 3, 4, 5, 6, 7, -8) = 20;",
     "  vsum(3, 10, 20, 30) = 60;",
-    re.compile(r"^  neg\(0x2a(, 0x[0-9a-f]+|, 0){5}\);$"),
+    "  neg(x=42);",  # -A without an item list: the parameters its DWARF declares
     "} /* main */",
+]
+
+# --auto-args: every function, named and typed from its DWARF (int8_t is a signed char)
+WANT_DWARF = [
+    "main() {",
+    "  w8(a='\\xfb', b='\\xfa') = '\\xfb';",
+    "  w16(a=-300, b=65000) = -300;",
+    "  w32(a=-70000, b=4000000000) = -70000;",
+    "  w64(a=-9000000000, b=18000000000000000000) = -9000000000;",
+    "  color_of(c=GREEN) = 10;",
+    "  color_of(c=BLUE) = -6;",
+    "  up(c='q') = 'Q';",
+    "  up(c='\\n') = '\\n';",
+    "  is_odd(x=7) = true;",
+    "  is_odd(x=10) = false;",
+    "  same(p=NULL) = NULL;",
+    '  show(s="hello", deref=1) = 5;',
+    "  show(s=NULL, deref=0) = -1;",
+    "  show(s=(bad), deref=0) = -1;",
+    '  show(s="012345678901234567890123456789012345678901234567"..., deref=1) = 70;',
+    '  show(s="tab\\t\\"q\\"\\n", deref=1) = 8;',
+    "  fmix(f=1.5, d=-2.25, i=3) = 2.25;",
+    "  fhalf(x=5) = 2.5;",
+    "  pairsum(p=0x400000003) = 7;",
+    "  mixsum(m={0.5, 0x9}) = 9.5;",
+    "  eight(a=1, b=2, c=3, d=4, e=5, f=6, g=7, h=-8) = 20;",
+    "  vsum(n=3) = 60;",
+    "  neg(x=42) = -42;",
+    "} /* main = 0 */",
+]
+CXX_WANT_DWARF = [
+    "main() {",
+    re.compile(r"^  Counter::add\(this=0x[0-9a-f]+, k=5\) = 5;$"),
+    re.compile(r"^  Counter::add\(this=0x[0-9a-f]+, k=-2\) = 3;$"),
+    re.compile(r"^  Counter::get\(this=0x[0-9a-f]+\) = 3;$"),
+    "} /* main = 0 */",
 ]
 
 CXX_SPECS = [("-A", "Counter::add@arg1/p,arg2"), ("-R", "Counter::add"),
@@ -127,8 +165,8 @@ def same_lines(got, want):
 
 def spec_args(specs):
     args = []
-    for opt, spec in specs:
-        args += [opt, spec]
+    for s in specs:
+        args += list(s)
     return args
 
 
@@ -165,8 +203,8 @@ def one(bindir, work, fs, opt, src, specs, want, by_env=False):
     env.pop("FTRACE_RETVAL", None)
     cmd = [os.path.join(bindir, "ftrace-run"), "-q", "-o", trace]
     if by_env:
-        env["FTRACE_ARGS"] = ";".join(s for o, s in specs if o == "-A")
-        env["FTRACE_RETVAL"] = ";".join(s for o, s in specs if o == "-R")
+        env["FTRACE_ARGS"] = ";".join(s[1] for s in specs if s[0] == "-A")
+        env["FTRACE_RETVAL"] = ";".join(s[1] for s in specs if s[0] == "-R")
     else:
         cmd += spec_args(specs)
     traced = run(cmd + [exe], env=env)
@@ -228,6 +266,12 @@ def main():
             case("%s/%s/cxx" % (fs, opt),
                  lambda fs=fs, opt=opt: one(bindir, work, fs, opt, "bvalues_cxx.cpp", CXX_SPECS,
                                             CXX_WANT))
+            case("%s/%s/auto-args" % (fs, opt),
+                 lambda fs=fs, opt=opt: one(bindir, work, fs, opt, "bvalues.c", [("--auto-args",)],
+                                            WANT_DWARF))
+            case("%s/%s/cxx-auto-args" % (fs, opt),
+                 lambda fs=fs, opt=opt: one(bindir, work, fs, opt, "bvalues_cxx.cpp",
+                                            [("--auto-args",)], CXX_WANT_DWARF))
         case("%s/O2/env" % fs,
              lambda fs=fs: one(bindir, work, fs, "O2", "bvalues.c", SPECS, WANT, by_env=True))
     if a.keep:
