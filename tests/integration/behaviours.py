@@ -48,6 +48,14 @@ class Case:
         self.graph_args = list(graph_args)
         self.env = dict(env or {})
 
+# FTRACE_TEST_VALUES=1: every case with values recorded at every traced call: strings read from
+# whatever rdi and rsi hold (bad pointers included), xmm0, the first stack word, and the return
+# value typed from DWARF: value capture under signals, jumps, exceptions, forks and threads. The
+# program must behave the same; the trees are compared without the values (--no-args).
+VALUES_ENV = ({"FTRACE_AUTO_ARGS": "1", "FTRACE_ARGS": "*@arg1/s,arg2/s,fparg1,arg7"}
+              if os.environ.get("FTRACE_TEST_VALUES") else {})
+REPORT_ARGS = ["--no-args"] if VALUES_ENV else []
+
 
 class Result:
     def __init__(self, base, traced, sections, cwd, info=None, facts=None, report_err=""):
@@ -1017,23 +1025,23 @@ def run_case(flagset, opt, name, case, work, run_bin, report_bin):
         trace = os.path.join(cwd, "%s.ftr" % name)
         base = run([exe] + case.args, cwd)
         traced = run([run_bin, "-q", "-o", trace, exe] + case.args, cwd,
-                     env=dict(os.environ, **case.env))
+                     env=dict(os.environ, **VALUES_ENV, **case.env))
         compare_runs(base, traced, case.stderr)
         sections = []
         if case.report:
-            rep = run([report_bin] + case.graph_args + [trace], cwd)
+            rep = run([report_bin] + REPORT_ARGS + case.graph_args + [trace], cwd)
             assert rep.returncode == 0, "ftrace-report failed (%d): %s" % (
                 rep.returncode, rep.stderr.strip())
             sections = parse_sections(rep.stdout)
             assert sections, "no process section in the report: %r" % rep.stdout[:300]
         def info(view="--info"):
-            rep = run([report_bin, view, trace], cwd)
+            rep = run([report_bin] + REPORT_ARGS + [view, trace], cwd)
             assert rep.returncode == 0, "ftrace-report %s failed: %s" % (view, rep.stderr.strip())
             return rep.stdout
         case.check(Result(base, traced, sections, cwd, info, facts,
                           report_err=rep.stderr if case.report else ""))
         if case.report:
-            ch = run([report_bin, "--chrome", trace], cwd)
+            ch = run([report_bin] + REPORT_ARGS + ["--chrome", trace], cwd)
             assert ch.returncode == 0, "ftrace-report --chrome failed: %s" % ch.stderr
             chrome_open = check_chrome(ch.stdout)
             graph_open = collections.Counter()
