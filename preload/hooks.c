@@ -361,6 +361,12 @@ static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot,
             top->flags &= ~FTR_SH_RECORDED;
             t->rec_depth--;
         } else if (unlikely(sf & FTR_SF_ARGS)) {
+            /* The entry is whole and its ENTRY written: a jump out of a signal handler that
+             * interrupts the capture closes it like any other frame, without asking whether
+             * its ENTRY was written (the slot t->inflight names may be in a chunk the list's
+             * chunk switch gave to the writer, and the writer back to the pool). */
+            t->building = NULL;
+            SIGNAL_FENCE();
             record_args(t, site, regs, slot, tsc);
         }
     }
