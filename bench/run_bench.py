@@ -88,6 +88,10 @@ def make_configs(a):
     if a.disabled:  # every site a NOP: compared with the uninstrumented build (DISABLED_BUILDS)
         cfgs += [Config("ftrace-run", b, ["--disabled"]) for b in DISABLED_BUILDS
                  if a.clang or not b.startswith("clang")]
+    if a.values:  # arg1 and the return value of every call (docs/arguments.md), both tools
+        cfgs.append(Config("ftrace-run", "pgfentry", ["-A", "*@arg1", "-R", "*"]))
+        if shutil.which("uftrace"):
+            cfgs.append(Config("uftrace", "pgfentry", ["-A", ".*@arg1", "-R", ".*@retval"]))
     cfgs.append(Config("minhook", "pgfentry"))
     if shutil.which("uftrace"):
         cfgs.append(Config("uftrace", "pgfentry"))
@@ -415,6 +419,8 @@ def main():
     p.add_argument("--uftrace-no-libcall", action="store_true", help="also uftrace --no-libcall")
     p.add_argument("--ftrace-env", action="append", default=[], metavar="VAR=VALUE",
                    help="also run ftrace-run on pgfentry with this variable set (repeatable)")
+    p.add_argument("--values", action="store_true",
+                   help="also -A '*@arg1' -R '*' (ftrace-run) beside uftrace -A/-R, every call")
     p.add_argument("--disabled", action="store_true",
                    help="also ftrace-run --disabled on the NOP and -pg builds, against the "
                         "uninstrumented build")
