@@ -32,13 +32,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ftr_argspec.h"
 #include "ftr_env.h"
 #include "ftr_filter.h"
 
 #define REQUEST_MAX 4096   /* the server's limit, newline included */
 #define REPLY_MIN_MS 15000 /* a reply may wait for a re-patch */
 #define DEPTH_MAX 1000000u
-#define NO_MATCH "no function matches the filter " /* preload/settings.c's refusal */
+#define NO_MATCH "no function matches the " /* preload/settings.c's and values.c's refusal */
 
 static const char *prog = "ftrace-ctl";
 static int target_pid;
@@ -55,6 +56,9 @@ static void usage(FILE *f)
             "  filter EXPR      trace only the functions EXPR selects ('' for all; see\n"
             "                   docs/filters.md: globs, -exclusions, module:glob, @regex;\n"
             "                   C++ names as 'ns::Cls::*' or 'ns::Cls::f(int, int)')\n"
+            "  args SPECS       record these arguments from now on (ftrace-run -A; ';'\n"
+            "                   between specs, '' for none; docs/arguments.md)\n"
+            "  retval SPECS     record these return values (ftrace-run -R; '' for none)\n"
             "  depth N          record calls up to depth N (0: no limit)\n"
             "  threshold T      keep only calls lasting at least T: 10us, 1.5ms, 2s, 500ns;\n"
             "                   a bare number is in microseconds (0: keep all)\n"
@@ -324,7 +328,7 @@ static int build_request(int argc, char **argv, char *req, size_t reqlen)
 {
     const char *cmd = argv[0], *arg = argc > 1 ? argv[1] : NULL;
     static const char *const plain[] = {"status", "on", "off"};
-    static const char *const with_arg[] = {"filter", "depth", "threshold"};
+    static const char *const with_arg[] = {"filter", "depth", "threshold", "args", "retval"};
     for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
         if (!strcmp(cmd, plain[i])) {
             if (argc > 1) return fail(2, "'%s' takes no argument (see --help)", cmd);
@@ -336,8 +340,8 @@ static int build_request(int argc, char **argv, char *req, size_t reqlen)
         known |= !strcmp(cmd, with_arg[i]);
     if (!known)
         return fail(2,
-                    "unknown command '%s' (expected status, on, off, filter, depth or "
-                    "threshold)",
+                    "unknown command '%s' (expected status, on, off, filter, args, retval, "
+                    "depth or threshold)",
                     cmd);
     if (argc != 2)
         return fail(2, "'%s' takes one argument%s (see --help)", cmd,
@@ -348,6 +352,12 @@ static int build_request(int argc, char **argv, char *req, size_t reqlen)
         struct ftr_filter *f = ftr_filter_parse(arg, err, sizeof err);
         if (!f) return fail(2, "%s", err);
         ftr_filter_free(f);
+    } else if (!strcmp(cmd, "args") || !strcmp(cmd, "retval")) {
+        char err[512];
+        struct ftr_argspecs sp = {0};
+        if (ftr_argspecs_parse(arg, !strcmp(cmd, "retval"), &sp, err, sizeof err) < 0)
+            return fail(2, "%s", err);
+        ftr_argspecs_free(&sp);
     } else if (!strcmp(cmd, "depth")) {
         long d;
         if (parse_long(arg, 0, DEPTH_MAX, &d) < 0)

@@ -263,7 +263,9 @@ const char *ftr_end_how_name(unsigned how);
     X(FTR_MARK_OFF, 2, "tracing off")                                                              \
     X(FTR_MARK_FILTER, 3, "filter")       /* text: the new filter ("" = every function) */         \
     X(FTR_MARK_DEPTH, 4, "max-depth")     /* value: the new depth (0 = unlimited) */               \
-    X(FTR_MARK_THRESHOLD, 5, "threshold") /* value: the new threshold, ns (0 = none) */
+    X(FTR_MARK_THRESHOLD, 5, "threshold") /* value: the new threshold, ns (0 = none) */            \
+    X(FTR_MARK_ARGS, 6, "args")           /* text: the new -A specs ("" = none) */                 \
+    X(FTR_MARK_RETVAL, 7, "retval")       /* text: the new -R specs ("" = none) */
 #define FTR_X_ENUM(name, val, str) name = val,
 enum ftr_mark_what { FTR_MARKS(FTR_X_ENUM) };
 #undef FTR_X_ENUM

@@ -52,6 +52,7 @@
 #include "ftr_patcher.h"
 #include "sigguard.h"
 #include "tracer.h"
+#include "values.h"
 
 #define CTL_LINE_MAX 4096 /* longest request line, newline included */
 #define CTL_IO_MS 5000    /* a client has this long to send its request and take the reply */
@@ -229,6 +230,8 @@ static void dispatch(char *line, struct ftr_buf *out)
         rc = ftr_set_recording(!strcmp(cmd, "on"), err, sizeof err);
     } else if (!strcmp(cmd, "filter")) {
         rc = ftr_set_filter(arg, err, sizeof err); /* empty: trace everything */
+    } else if (!strcmp(cmd, "args") || !strcmp(cmd, "retval")) {
+        rc = ftr_values_set(!strcmp(cmd, "retval"), arg, err, sizeof err); /* empty: none */
     } else if (!strcmp(cmd, "depth")) {
         unsigned d;
         if (parse_uint(arg, CTL_DEPTH_MAX, &d) < 0)

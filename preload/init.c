@@ -28,6 +28,7 @@
 #include "ftr_patcher.h"
 #include "sigguard.h"
 #include "tracer.h"
+#include "values.h"
 
 struct ftr_global ftr_g = {.fd = -1};
 struct ftr_hot ftr_hot;
@@ -778,5 +779,7 @@ __attribute__((constructor)) static void ftr_init(void)
         ftr_msg("%s; running untraced", err);
     else if (ftr_g.patched == 0 && ftr_settings_enabled() && ftr_settings_filter_expr())
         ftr_modules_say_unmatched(ftr_settings_filter_expr());
+    else
+        ftr_values_say_unmatched();
     ftr_control_start();
 }

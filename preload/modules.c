@@ -611,6 +611,14 @@ void ftr_modules_rescan(void)
     if (ftr_modules_patch(err, sizeof err) < 0) ftr_msg("%s; new functions are not traced", err);
 }
 
+void ftr_modules_values_refresh(void)
+{
+    pthread_mutex_lock(&mods_lock);
+    for (size_t k = 0; k < nmods; k++)
+        if (mods[k].ready && !mods[k].gone) ftr_values_module(&mods[k].m);
+    pthread_mutex_unlock(&mods_lock);
+}
+
 /* The filter selected no site: say so, with the names that come closest. */
 void ftr_modules_say_unmatched(const char *expr)
 {

@@ -391,6 +391,7 @@ int ftr_modules_patch(char *err, size_t errlen) FTR_HIDDEN;  /* stubs + rewrite 
 void ftr_modules_describe(struct ftr_buf *out) FTR_HIDDEN;   /* MODULE+SITES chunks, again */
 void ftr_modules_rescan(void) FTR_HIDDEN;                    /* after dlopen / dlclose */
 void ftr_modules_say_unmatched(const char *expr) FTR_HIDDEN; /* filter selected nothing */
+void ftr_modules_values_refresh(void) FTR_HIDDEN; /* values.c: read the DWARF it now needs */
 
 /* settings.c, at start: parse the FTRACE_* graph knobs and filter. @return 0 or -1 (err) */
 int ftr_settings_init(char *err, size_t errlen) FTR_HIDDEN;

@@ -33,8 +33,9 @@ static struct ftr_valprog *progs; /* [0] unused: index 0 is "none" */
 static unsigned nprogs = 1;
 static int said_full;
 static struct ftr_argspecs arg_specs, ret_specs;
-static int want_dwarf; /* some spec has no item list, or --auto-args */
-static int auto_args;  /* FTRACE_AUTO_ARGS: every function with DWARF, as if -A and -R named it */
+static uint8_t *arg_hit, *ret_hit; /* by spec: it selected some function */
+static int want_dwarf;             /* some spec has no item list, or --auto-args */
+static int auto_args; /* FTRACE_AUTO_ARGS: every function with DWARF, as if -A and -R named it */
 
 /* the DWARF descriptions of the modules read so far */
 struct dwmod {
@@ -43,6 +44,37 @@ struct dwmod {
 };
 static struct dwmod *dwmods;
 static size_t ndwmods;
+
+/* The tables the hooks read, once: @return 0, or -1 (no memory) */
+static int tables(void)
+{
+    if (ftr_site_prog) return 0;
+    progs = ftr_mmap_zero(FTR_VALPROG_MAX * sizeof *progs);
+    void *sp = mmap(NULL, FTR_SITE_FLAGS_MAX * sizeof *ftr_site_prog, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (!progs || sp == MAP_FAILED) return -1;
+    ftr_valprogs = progs;
+    __atomic_store_n(&ftr_site_prog, (uint16_t *)sp, __ATOMIC_RELEASE);
+    return 0;
+}
+
+static int specs_want_dwarf(void)
+{
+    int w = auto_args;
+    for (size_t i = 0; i < arg_specs.n; i++)
+        w |= arg_specs.v[i].from_dwarf;
+    for (size_t i = 0; i < ret_specs.n; i++)
+        w |= ret_specs.v[i].from_dwarf;
+    return w;
+}
+
+static void reset_hits(void)
+{
+    free(arg_hit);
+    free(ret_hit);
+    arg_hit = calloc(arg_specs.n + 1, 1);
+    ret_hit = calloc(ret_specs.n + 1, 1);
+}
 
 int ftr_values_init(char *err, size_t errlen)
 {
@@ -58,21 +90,13 @@ int ftr_values_init(char *err, size_t errlen)
     }
     const char *au = getenv(ftr_env_name(FTR_ENV_AUTO_ARGS));
     auto_args = au && *au && strcmp(au, "0") != 0;
-    want_dwarf = auto_args;
     if (!arg_specs.n && !ret_specs.n && !auto_args) return 0;
-    for (size_t i = 0; i < arg_specs.n; i++)
-        want_dwarf |= arg_specs.v[i].from_dwarf;
-    for (size_t i = 0; i < ret_specs.n; i++)
-        want_dwarf |= ret_specs.v[i].from_dwarf;
-    progs = ftr_mmap_zero(FTR_VALPROG_MAX * sizeof *progs);
-    ftr_site_prog = mmap(NULL, FTR_SITE_FLAGS_MAX * sizeof *ftr_site_prog, PROT_READ | PROT_WRITE,
-                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (!progs || ftr_site_prog == MAP_FAILED) {
-        ftr_site_prog = NULL;
+    want_dwarf = specs_want_dwarf();
+    reset_hits();
+    if (tables() < 0) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    ftr_valprogs = progs;
     return 1;
 }
 
@@ -207,6 +231,8 @@ unsigned ftr_values_site(const char *module, int is_main, const struct ftr_site 
         ftr_argspecs_match(&arg_specs, module, is_main, s->name, demangled);
     const struct ftr_argspec *r =
         ftr_argspecs_match(&ret_specs, module, is_main, s->name, demangled);
+    if (a && arg_hit) arg_hit[a - arg_specs.v] = 1;
+    if (r && ret_hit) ret_hit[r - ret_specs.v] = 1;
     struct ftr_valprog p;
     memset(&p, 0, sizeof p); /* compared bytewise: no stray padding */
     const struct ftr_dw_func *f =
@@ -247,4 +273,60 @@ unsigned ftr_values_site(const char *module, int is_main, const struct ftr_site 
     __atomic_store_n(&ftr_site_prog[s->index], (uint16_t)idx, __ATOMIC_RELEASE);
     if (!idx) return 0;
     return (p.nargs ? FTR_SF_ARGS : 0) | (p.has_ret ? FTR_SF_RETVAL : 0);
+}
+
+/* The first spec of list that selected no function, or NULL */
+static const char *unmatched(const struct ftr_argspecs *l, const uint8_t *hit)
+{
+    for (size_t i = 0; hit && i < l->n; i++)
+        if (!hit[i]) return l->v[i].text;
+    return NULL;
+}
+
+void ftr_values_say_unmatched(void)
+{
+    const char *a = unmatched(&arg_specs, arg_hit), *r = unmatched(&ret_specs, ret_hit);
+    if (a) ftr_msg("argument spec '%s' (-A) matches none of the functions loaded", a);
+    if (r) ftr_msg("return value spec '%s' (-R) matches none of the functions loaded", r);
+}
+
+int ftr_values_set(int retval, const char *text, char *err, size_t errlen)
+{
+    char e[300];
+    struct ftr_argspecs n = {0};
+    if (ftr_argspecs_parse(text, retval, &n, e, sizeof e) < 0) {
+        snprintf(err, errlen, "%s", e);
+        return -1;
+    }
+    if (tables() < 0) {
+        ftr_argspecs_free(&n);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    ftr_modules_lock(1);
+    struct ftr_argspecs *cur = retval ? &ret_specs : &arg_specs, old = *cur;
+    *cur = n;
+    reset_hits();
+    int dw = specs_want_dwarf();
+    if (dw && !want_dwarf) {
+        want_dwarf = 1;
+        ftr_modules_values_refresh(); /* the loaded modules' DWARF, now needed */
+    }
+    ftr_hot.site_flags_used = 1; /* the hooks read the site flags from now on */
+    int rc = ftr_modules_patch(err, errlen);
+    const char *none = rc == 0 ? unmatched(cur, retval ? ret_hit : arg_hit) : NULL;
+    if (none) {
+        snprintf(err, errlen, "no function matches the %s spec '%s'; the specs in force stay",
+                 retval ? "return value" : "argument", none);
+        *cur = old;
+        old = n;
+        reset_hits();
+        ftr_modules_patch(e, sizeof e);
+        rc = -1;
+    } else if (rc == 0) {
+        ftr_writer_mark(retval ? FTR_MARK_RETVAL : FTR_MARK_ARGS, ftr_rdtsc(), 0, text ? text : "");
+    }
+    ftr_argspecs_free(&old);
+    ftr_modules_lock(0);
+    return rc;
 }

@@ -42,6 +42,14 @@ void ftr_values_module(const struct ftr_module *m) __attribute__((visibility("hi
 unsigned ftr_values_site(const char *module, int is_main, const struct ftr_site *s,
                          const char *demangled) __attribute__((visibility("hidden")));
 
+/* After the first patching: one line per spec that selects no function */
+void ftr_values_say_unmatched(void) __attribute__((visibility("hidden")));
+/* ftrace-ctl PID args|retval SPECS: the -A (or -R) specs replaced (""/NULL: none), the sites
+ * re-patched. A spec that selects no function is refused and the specs in force stay.
+ * @return 0, or -1 with a one-line message in err */
+int ftr_values_set(int retval, const char *text, char *err, size_t errlen)
+    __attribute__((visibility("hidden")));
+
 /* capture.c: the registers an entry trampoline saved (SAVE_ARGS order, lowest address first) */
 enum {
     FTR_REG_R11,

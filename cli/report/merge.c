@@ -197,6 +197,10 @@ static int fetch_call(struct frp_merge *m, struct cursor *c, struct ftr_event *e
         if (rc == 1 && is_special(&a, FTR_SP_VALUES) &&
             ((uint32_t)a.arg & FTR_VALUES_SITE_MASK) == (ev->site & FTR_VALUES_SITE_MASK)) {
             if ((rc = read_list(m, c, a.arg, v)) < 0) return rc;
+            if (v->len && (v->b[1] & ~FTR_VAL_DWARF) == 0) { /* a leaf's return value */
+                c->ret = *v;
+                v->len = 0;
+            }
         } else if (rc == 1) {
             put_back(c, &a, aseq);
         }

@@ -708,6 +708,11 @@ size_t frp_mark_text(const struct frp_mark *m, char *buf, size_t n)
         len = *m->text ? snprintf(buf, n, "filter '%s'", m->text)
                        : snprintf(buf, n, "filter: every function");
         break;
+    case FTR_MARK_ARGS:
+    case FTR_MARK_RETVAL:
+        len = *m->text ? snprintf(buf, n, "%s '%s'", ftr_mark_name(m->what), m->text)
+                       : snprintf(buf, n, "%s: none", ftr_mark_name(m->what));
+        break;
     case FTR_MARK_DEPTH:
         len = m->value ? snprintf(buf, n, "max-depth %llu", (unsigned long long)m->value)
                        : snprintf(buf, n, "max-depth: unlimited");
