@@ -162,6 +162,12 @@ static int parse_one(const char *s, const char *e, int retval, struct ftr_argspe
         }
         if (parse_item(p, ie, text, &sp->items[sp->nitems], err, errlen)) goto fail;
         sp->nitems++;
+        if (ftr_argitems_bytes(sp->items, sp->nitems) > FTR_VALUES_MAX_BYTES) {
+            bad(err, errlen, text,
+                "more values than one call's list holds (256 bytes; a string "
+                "takes up to 52)");
+            goto fail;
+        }
         if (!c) break;
         p = c + 1;
     }
@@ -220,6 +226,14 @@ const struct ftr_argspec *ftr_argspecs_match(const struct ftr_argspecs *s, const
     for (size_t i = s->n; i-- > 0;)
         if (ftr_filter_match_dem(s->v[i].filter, module, is_main, name, demangled)) return &s->v[i];
     return NULL;
+}
+
+size_t ftr_argitems_bytes(const struct ftr_argitem *it, size_t n)
+{
+    size_t b = 0;
+    for (size_t i = 0; i < n; i++)
+        b += it[i].fmt == FTR_VF_STR ? 4 + FTR_VALUES_STR_MAX : 2 + (size_t)it[i].size;
+    return (b + 3) & ~(size_t)3;
 }
 
 void ftr_argitem_text(const struct ftr_argitem *it, char *buf, size_t len)

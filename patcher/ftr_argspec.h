@@ -37,7 +37,7 @@ enum ftr_arg_src { FTR_AS_ARG, FTR_AS_FPARG, FTR_AS_RETVAL };
 /* One value to record: where it is and how it is shown (enum ftr_val_fmt, ftr_values.h) */
 struct ftr_argitem {
     uint8_t src;   /* enum ftr_arg_src */
-    uint8_t n;     /* argument number (1-based); 0 for the return value */
+    uint8_t n;     /* argument number (1-based); the return value: 0 (rax), 1 (xmm0) */
     uint8_t fmt;   /* enum ftr_val_fmt */
     uint8_t size;  /* bytes: 1, 2, 4, 8 */
     uint8_t label; /* the index the list records (ftr_values.h): 0 = n; typed from DWARF:
@@ -69,6 +69,9 @@ void ftr_argspecs_free(struct ftr_argspecs *s);
  *  or name, is_main as for ftr_filter_match_ex()), or NULL. */
 const struct ftr_argspec *ftr_argspecs_match(const struct ftr_argspecs *s, const char *module,
                                              int is_main, const char *name, const char *demangled);
+
+/*! ftr_argitems_bytes() : the most bytes the list of these n items can take (whole words) */
+size_t ftr_argitems_bytes(const struct ftr_argitem *it, size_t n);
 
 /*! ftr_argitem_text() : an item written back in the spec grammar ("arg2/x32") into buf. */
 void ftr_argitem_text(const struct ftr_argitem *it, char *buf, size_t len);

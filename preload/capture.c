@@ -97,9 +97,32 @@ static uint8_t *put_str(uint8_t *o, unsigned index, uintptr_t p)
 /* The most bytes an item may take */
 #define ITEM_MAX (4 + FTR_VALUES_STR_MAX + 1)
 
+/* An item whose value could not be read: shown as (bad) */
+static uint8_t *put_bad(uint8_t *o, unsigned index)
+{
+    *o++ = ftr_val_type(FTR_VF_STR, 8);
+    *o++ = (uint8_t)index;
+    *o++ = FTR_STR_BAD;
+    *o++ = 0;
+    return o;
+}
+
+/* Stack word k above the return address slot: a plain load inside the thread's own stack
+ * (where the caller's frame is), else a read that cannot fault (a coroutine's or a clone()
+ * child's stack may end right above the arguments it was given). @return 1, 0 unreadable */
+static int stack_word(const uintptr_t *slot, unsigned k, uint64_t *v)
+{
+    uintptr_t a = (uintptr_t)(slot + k);
+    if (a >= ftr_tls.stack_lo && a + 8 <= ftr_tls.stack_hi && ftr_tls.stack_lo) {
+        *v = *(const uint64_t *)a;
+        return 1;
+    }
+    return read_mem(v, a, 8) == 8;
+}
+
 static uint8_t *put_item(uint8_t *o, const struct ftr_argitem *it, uint64_t v)
 {
-    unsigned index = it->label ? it->label : it->n;
+    unsigned index = it->label ? it->label : it->src == FTR_AS_RETVAL ? 0 : it->n;
     if (it->fmt == FTR_VF_STR) return put_str(o, index, (uintptr_t)v);
     return put_int(o, it, index, v);
 }
@@ -118,13 +141,19 @@ size_t ftr_capture_args(const struct ftr_valprog *p, const uintptr_t *regs, cons
     for (unsigned i = 0; i < p->nargs; i++) {
         const struct ftr_argitem *it = &p->args[i];
         if (o + ITEM_MAX > buf + FTR_VALUES_MAX_BYTES) break;
-        uint64_t v;
-        if (it->src == FTR_AS_FPARG)
+        uint64_t v = 0;
+        if (it->src == FTR_AS_FPARG) {
             v = xmm(it->n - 1u);
-        else if (it->src == FTR_AS_ARG)
-            v = it->n <= 6 ? regs[int_reg[it->n - 1]] : slot[it->n - 6];
-        else
+        } else if (it->src == FTR_AS_ARG && it->n <= 6) {
+            v = regs[int_reg[it->n - 1]];
+        } else if (it->src == FTR_AS_ARG) {
+            if (!stack_word(slot, it->n - 6u, &v)) {
+                o = put_bad(o, it->label ? it->label : it->n);
+                continue;
+            }
+        } else {
             continue; /* a return value is taken at the exit */
+        }
         o = put_item(o, it, v);
     }
     return finish(buf, o);
@@ -133,6 +162,6 @@ size_t ftr_capture_args(const struct ftr_valprog *p, const uintptr_t *regs, cons
 size_t ftr_capture_ret(const struct ftr_valprog *p, const uintptr_t *ret, uint8_t *buf)
 {
     const struct ftr_argitem *it = &p->ret;
-    uint64_t v = it->fmt == FTR_VF_FLOAT ? xmm(0) : ret[0];
+    uint64_t v = it->fmt == FTR_VF_FLOAT || it->n == 1 ? xmm(0) : ret[0];
     return finish(buf, put_item(buf, it, v));
 }

@@ -195,14 +195,18 @@ static unsigned dwarf_items(const struct ftr_dw_param *p, unsigned k, struct ftr
             if (q->loc != FTR_PL_INT && q->loc != FTR_PL_SSE) return 0;
             if (q->n != 0) return n; /* rdx / xmm1: not recorded */
             it.src = FTR_AS_RETVAL;
-            if (q->loc == FTR_PL_SSE) it.fmt = FTR_VF_FLOAT;
+            if (q->loc == FTR_PL_SSE) { /* xmm0: n = 1 says so whatever the format */
+                it.n = 1;
+                it.fmt = p->cls == FTR_PC_STRUCT ? FTR_VF_HEX : FTR_VF_FLOAT;
+            }
         } else if (q->loc == FTR_PL_INT && q->n < 6) {
             it.src = FTR_AS_ARG;
             it.n = (uint8_t)(q->n + 1);
         } else if (q->loc == FTR_PL_SSE && q->n < 8) {
             it.src = FTR_AS_FPARG;
             it.n = (uint8_t)(q->n + 1);
-            it.fmt = FTR_VF_FLOAT; /* an SSE part of a struct: its double */
+            /* an SSE part of a struct holds a double or two floats: its bits */
+            it.fmt = p->cls == FTR_PC_STRUCT ? FTR_VF_HEX : FTR_VF_FLOAT;
         } else if (q->loc == FTR_PL_STACK && q->n >= 8 && q->n % 8 == 0 && 6 + q->n / 8 <= 32) {
             it.src = FTR_AS_ARG;
             it.n = (uint8_t)(6 + q->n / 8);
@@ -210,6 +214,7 @@ static unsigned dwarf_items(const struct ftr_dw_param *p, unsigned k, struct ftr
             return n;
         }
         if (it.fmt == FTR_VF_FLOAT && it.size != 4) it.size = 8;
+        if (p->cls == FTR_PC_STRUCT) it.size = 8;
         out[n++] = it;
     }
     return n;
@@ -218,9 +223,12 @@ static unsigned dwarf_items(const struct ftr_dw_param *p, unsigned k, struct ftr
 static void dwarf_args(const struct ftr_dw_func *f, struct ftr_valprog *p)
 {
     p->nargs = 0;
-    for (unsigned i = 0; i < f->nparams && p->nargs < FTR_ARGSPEC_MAX; i++)
-        p->nargs += (uint8_t)dwarf_items(&f->params[i], i + 1, p->args + p->nargs,
-                                         FTR_ARGSPEC_MAX - p->nargs);
+    for (unsigned i = 0; i < f->nparams && p->nargs < FTR_ARGSPEC_MAX; i++) {
+        unsigned k =
+            dwarf_items(&f->params[i], i + 1, p->args + p->nargs, FTR_ARGSPEC_MAX - p->nargs);
+        if (ftr_argitems_bytes(p->args, p->nargs + k) > FTR_VALUES_MAX_BYTES) break;
+        p->nargs += (uint8_t)k;
+    }
 }
 
 unsigned ftr_values_site(const char *module, int is_main, const struct ftr_site *s,

@@ -8,6 +8,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* C escapes of one byte into out (at least 5 bytes). @return the length */
@@ -61,7 +62,16 @@ size_t frp_value_text(const struct ftr_value *x, char *buf, size_t cap)
         } else {
             memcpy(&d, &x->bits, sizeof d);
         }
-        n = (size_t)snprintf(t, sizeof t, "%g", d);
+        /* the shortest text that reads back as the same number */
+        n = (size_t)snprintf(t, sizeof t, "%.*g", x->size == 4 ? 9 : 17, d);
+        for (int prec = 1; prec <= (x->size == 4 ? 9 : 17); prec++) {
+            char s[40];
+            snprintf(s, sizeof s, "%.*g", prec, d);
+            if (x->size == 4 ? (float)strtod(s, NULL) == (float)d : strtod(s, NULL) == d) {
+                n = (size_t)snprintf(t, sizeof t, "%s", s);
+                break;
+            }
+        }
         break;
     }
     case FTR_VF_STR:
@@ -134,8 +144,11 @@ size_t frp_values_named(const uint8_t *v, uint32_t len, const struct frp_params 
         } else {
             put(buf, cap, &n, ", ");
         }
-        const char *en =
-            named && x.fmt == FTR_VF_ENUM ? frp_enumerator(ps, k, ftr_value_signed(&x)) : NULL;
+        const char *en = NULL;
+        if (named && x.fmt == FTR_VF_ENUM) { /* an unsigned enum's values are not negative */
+            en = frp_enumerator(ps, k, ftr_value_signed(&x));
+            if (!en) en = frp_enumerator(ps, k, (int64_t)x.bits);
+        }
         char t[4 * FTR_VALUES_STR_MAX + 16];
         if (en)
             put(buf, cap, &n, en);

@@ -104,7 +104,7 @@ WANT_DWARF = [
     "  fmix(f=1.5, d=-2.25, i=3) = 2.25;",
     "  fhalf(x=5) = 2.5;",
     "  pairsum(p=0x400000003) = 7;",
-    "  mixsum(m={0.5, 0x9}) = 9.5;",
+    "  mixsum(m={0x3fe0000000000000, 0x9}) = 9.5;",  # an SSE part: a double or two floats
     "  eight(a=1, b=2, c=3, d=4, e=5, f=6, g=7, h=-8) = 20;",
     "  vsum(n=3) = 60;",
     "  neg(x=42) = -42;",
@@ -127,6 +127,19 @@ CXX_WANT = [
     re.compile(r"^  Counter::get\(0x[0-9a-f]+\) = 3;$"),
     "} /* main */",
 ]
+
+# bvalues_edge.c: a struct of two floats (its SSE register's bits), an unsigned enum, a stack
+# word past the end of a coroutine's stack
+EDGE_SPECS = [("--auto-args",), ("-A", "co@arg12")]
+EDGE_WANT = [
+    "main() {",
+    "  f2sum(p=0x402000003fc00000) = 4;",
+    "  pick(b=HIGH) = HIGH;",
+    "  co((bad));",
+    "} /* main = 0 */",
+]
+# clang -O2 gives the struct parameter no location (left out), and folds pick(HIGH) away
+EDGE_WANT_CLANG = ["main() {", "  f2sum() = 4;", "  co((bad));", "} /* main = 0 */"]
 
 BAD = [
     ("-A", "f@arg0"), ("-A", "f@arg1/q"), ("-A", "f@arg1/d12"), ("-A", "f@fparg9"),
@@ -197,6 +210,12 @@ def one(bindir, work, fs, opt, src, specs, want, by_env=False):
         b = run("%s -%s -g %s -o %s %s %s" % (cc, opt, cflags, exe, os.path.join(PROGS, src),
                                               ldflags), shell=True)
         assert b.returncode == 0, "build failed: %s" % b.stderr
+    if fs == "clang-pg":
+        # clang -pg calls mcount in a variadic function only after saving its register area
+        # (a branch on al first): the site finder does not walk that far, vsum is not traced
+        # (and a spec for it alone would be said to select nothing)
+        specs = [sp for sp in specs if len(sp) < 2 or not sp[1].startswith("vsum")]
+        want = [w for w in want if not (isinstance(w, str) and w.startswith("  vsum("))]
     plain = run([exe])
     trace = os.path.join(work, "t.ftr")
     env = dict(os.environ)
@@ -215,10 +234,6 @@ def one(bindir, work, fs, opt, src, specs, want, by_env=False):
     r = run([os.path.join(bindir, "ftrace-report"), trace])
     assert r.returncode == 0, r.stderr
     got = body_lines(r.stdout)
-    if fs == "clang-pg":
-        # clang -pg calls mcount in a variadic function only after saving its register area
-        # (a branch on al first): the site finder does not walk that far, vsum is not traced
-        want = [w for w in want if not (isinstance(w, str) and w.startswith("  vsum("))]
     assert same_lines(got, want), "graph differs:\n got %s\nwant %s" % (
         "\n     ".join(got), "\n     ".join(w if isinstance(w, str) else w.pattern for w in want))
     return trace
@@ -332,6 +347,9 @@ def main():
             case("%s/%s/cxx-auto-args" % (fs, opt),
                  lambda fs=fs, opt=opt: one(bindir, work, fs, opt, "bvalues_cxx.cpp",
                                             [("--auto-args",)], CXX_WANT_DWARF))
+        case("%s/O2/edge" % fs,
+             lambda fs=fs: one(bindir, work, fs, "O2", "bvalues_edge.c", EDGE_SPECS,
+                               EDGE_WANT_CLANG if fs.startswith("clang") else EDGE_WANT))
         case("%s/O2/env" % fs,
              lambda fs=fs: one(bindir, work, fs, "O2", "bvalues.c", SPECS, WANT, by_env=True))
     if a.keep:
