@@ -355,9 +355,9 @@ static int build_request(int argc, char **argv, char *req, size_t reqlen)
     } else if (!strcmp(cmd, "args") || !strcmp(cmd, "retval")) {
         char err[512];
         struct ftr_argspecs sp = {0};
-        if (ftr_argspecs_parse(arg, !strcmp(cmd, "retval"), &sp, err, sizeof err) < 0)
-            return fail(2, "%s", err);
+        int bad = ftr_argspecs_parse(arg, !strcmp(cmd, "retval"), &sp, err, sizeof err) < 0;
         ftr_argspecs_free(&sp);
+        if (bad) return fail(2, "%s", err);
     } else if (!strcmp(cmd, "depth")) {
         long d;
         if (parse_long(arg, 0, DEPTH_MAX, &d) < 0)

@@ -201,6 +201,7 @@ int main(int argc, char **argv)
                 return 2;
             }
             if (ftr_argspecs_parse(optarg, c == 'R', &sp, err, sizeof err) < 0) {
+                ftr_argspecs_free(&sp);
                 fprintf(stderr, "%s: %s\n", prog, err);
                 return 2;
             }

@@ -303,6 +303,7 @@ int ftr_values_set(int retval, const char *text, char *err, size_t errlen)
     char e[300];
     struct ftr_argspecs n = {0};
     if (ftr_argspecs_parse(text, retval, &n, e, sizeof e) < 0) {
+        ftr_argspecs_free(&n);
         snprintf(err, errlen, "%s", e);
         return -1;
     }
