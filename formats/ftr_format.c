@@ -653,6 +653,26 @@ int ftr_enc_events_at(struct ftr_enc *e, uint32_t pid, uint32_t tid, uint64_t se
             continue;
         }
         if (tsc < prev) tsc = prev; /* tsc - prev wrapped: stored as 0 */
+        if (head == ftr_rec_head(FTR_SP_VALUES, FTR_EV_SPECIAL)) {
+            /* its payload slots follow, raw; a list cut off by the array's end is left out */
+            size_t ns = ftr_values_slots(r[i].arg);
+            if (ns > n - i - 1) {
+                empty += n - i;
+                break;
+            }
+            hp = put_varint(hp, head);
+            hp = put_varint(hp, r[i].arg);
+            for (size_t k = 1; k <= ns; k++) {
+                ftr_wr_le64(hp, r[i + k].tsc);
+                ftr_wr_le32(hp + 8, r[i + k].arg);
+                hp += FTR_VALUES_SLOT_BYTES;
+            }
+            dp = put_varint(dp, tsc - prev);
+            prev = tsc;
+            empty += ns;
+            i += ns;
+            continue;
+        }
         hp = put_varint(hp, head);
         if ((head & 3) == FTR_EV_SPECIAL) hp = put_varint(hp, r[i].arg);
         dp = put_varint(dp, tsc - prev);
@@ -704,6 +724,14 @@ int ftr_dec_events_next(struct ftr_ev_iter *it, struct ftr_event *ev)
     if (get_varint(&it->heads, it->heads_end, &head) || head > UINT32_MAX) return -FTR_E_CORRUPT;
     if ((head & 3) == FTR_EV_SPECIAL && get_varint(&it->heads, it->heads_end, &arg))
         return -FTR_E_CORRUPT;
+    if (head == ftr_rec_head(FTR_SP_VALUES, FTR_EV_SPECIAL)) {
+        if (arg > UINT32_MAX) return -FTR_E_CORRUPT;
+        size_t len = (size_t)ftr_values_slots((uint32_t)arg) * FTR_VALUES_SLOT_BYTES;
+        if ((size_t)(it->heads_end - it->heads) < len) return -FTR_E_CORRUPT;
+        it->vals = it->heads;
+        it->vals_len = (uint32_t)len;
+        it->heads += len;
+    }
     if (get_varint(&it->deltas, it->deltas_end, &delta) || it->tsc + delta < it->tsc)
         return -FTR_E_CORRUPT;
     it->tsc += delta;

@@ -127,9 +127,8 @@ enum ftr_event_kind { FTR_EVENT_KINDS(FTR_X_ENUM) };
                                            coroutine that switched away: they may resume */        \
     X(FTR_SP_RESUMED, 6, "resumed")     /* arg = the next arg ENTRY events re-enter frames of a    \
                                            resumed coroutine: the same calls, not new ones */      \
-    X(FTR_SP_VALUES, 7, "values") /* arg = site | nwords << 24: the next nwords WORD events hold   \
-                                     argument or return values of that site (ftr_values.h) */      \
-    X(FTR_SP_WORD, 8, "word")     /* arg = 4 bytes of a VALUES event's list, little-endian */
+    X(FTR_SP_VALUES, 7, "values") /* arg = site | nslots << 24: argument or return values of that  \
+                                     site, 12 * nslots bytes (ftr_values.h, ftr_ev_iter.vals) */
 
 #define FTR_X_ENUM(name, val, str) name = val,
 enum ftr_special { FTR_SPECIALS(FTR_X_ENUM) };
@@ -177,13 +176,21 @@ static inline uint64_t ftr_rd_le64(const uint8_t *p)
  * Not a file structure. head = site << 2 | kind (ftr_rec_head()); arg is 0 except for
  * FTR_EV_SPECIAL, where head = subtype << 2 | FTR_EV_SPECIAL (ftr_rec_head(subtype,
  * FTR_EV_SPECIAL)) and arg is the special's argument. Site 0 is never a real site, so a record
- * with head == 0 (normally all-zero) is an empty slot (reserved but never filled): skipped. */
+ * with head == 0 (normally all-zero) is an empty slot (reserved but never filled): skipped.
+ * A VALUES record (arg = site | nslots << 24) is followed by nslots payload slots that carry
+ * its list, 12 bytes each (tsc: bytes 0-7, arg: bytes 8-11, little-endian; head 0): readers
+ * of records take them with their VALUES, and skip them (as empty) without it. */
 struct ftr_rec {
     uint64_t tsc;
     uint32_t head;
     uint32_t arg;
 };
 _Static_assert(sizeof(struct ftr_rec) == 16, "ftr_rec is 16 bytes");
+#define FTR_VALUES_SLOT_BYTES 12
+static inline uint32_t ftr_values_slots(uint32_t arg)
+{
+    return arg >> 24;
+}
 static inline uint32_t ftr_rec_head(uint32_t site, unsigned kind)
 {
     return site << 2 | kind;
@@ -390,6 +397,9 @@ struct ftr_ev_iter {
     const uint8_t *heads, *heads_end, *deltas, *deltas_end;
     uint64_t tsc, tsc_last;
     uint32_t left;
+    /* the value list of the VALUES event returned last (into the payload) */
+    const uint8_t *vals;
+    uint32_t vals_len;
 };
 /*! ftr_dec_events_begin() : starts decoding an EVENTS payload of the chunk h.
  *  @return FTR_OK or FTR_E_CORRUPT. */

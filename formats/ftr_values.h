@@ -4,11 +4,11 @@
  * the report (ftr_values_next()). docs/format.md, "Values", describes the same bytes.
  *
  * A thread's stream carries a function's values as one SPECIAL VALUES event (arg = site |
- * nwords << 24) followed by nwords SPECIAL WORD events (arg = 4 bytes of the list, little-endian,
- * the list's first bytes first). Argument values follow the call's ENTRY; a return value comes
- * just before its EXIT. Either belongs to the innermost open call of that site in the thread.
+ * nslots << 24) whose list is 12 * nslots bytes (in memory, the payload slots after it; in the
+ * file, raw bytes in the heads stream after its arg: ftr_ev_iter.vals). Argument values follow
+ * the call's ENTRY; a return value comes just before its EXIT.
  *
- * The list is a sequence of items, padded with zero bytes to whole words:
+ * The list is a sequence of items, padded with zero bytes to whole slots (12 bytes):
  *   byte 0   type: 0x80 | size_code << 4 | fmt     (0x00: padding, the list ends)
  *   byte 1   index: 0 = the return value, else the argument's number (argN / fpargN); with
  *            FTR_VAL_DWARF (0x80) set, the value was typed from the function's DWARF and the
@@ -50,14 +50,14 @@ enum ftr_str_state {
     FTR_STR_BAD,       /* a pointer that could not be read */
 };
 
-#define FTR_VALUES_MAX_BYTES 256 /* a list's bytes, at most (64 WORD events) */
+#define FTR_VALUES_MAX_BYTES 264 /* a list's bytes, at most (22 slots of 12) */
 #define FTR_VALUES_STR_MAX 48    /* bytes of a string kept */
 #define FTR_VALUES_SITE_MASK 0xffffffu
 #define FTR_VAL_DWARF 0x80u
 
-static inline uint32_t ftr_values_arg(uint32_t site, uint32_t nwords)
+static inline uint32_t ftr_values_arg(uint32_t site, uint32_t nslots)
 {
-    return (site & FTR_VALUES_SITE_MASK) | nwords << 24;
+    return (site & FTR_VALUES_SITE_MASK) | nslots << 24;
 }
 /* The type byte of an item; size in bytes: 1, 2, 4 or 8 */
 static inline uint8_t ftr_val_type(unsigned fmt, unsigned size)

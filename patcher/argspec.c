@@ -6,6 +6,7 @@
  */
 #include "ftr_argspec.h"
 #include "ftr_filter.h"
+#include "ftr_format.h"
 #include "ftr_values.h"
 
 #include <stdio.h>
@@ -164,8 +165,8 @@ static int parse_one(const char *s, const char *e, int retval, struct ftr_argspe
         sp->nitems++;
         if (ftr_argitems_bytes(sp->items, sp->nitems) > FTR_VALUES_MAX_BYTES) {
             bad(err, errlen, text,
-                "more values than one call's list holds (256 bytes; a string "
-                "takes up to 52)");
+                "more values than one call's list holds (264 bytes; a string "
+                "takes up to 53)");
             goto fail;
         }
         if (!c) break;
@@ -232,8 +233,8 @@ size_t ftr_argitems_bytes(const struct ftr_argitem *it, size_t n)
 {
     size_t b = 0;
     for (size_t i = 0; i < n; i++)
-        b += it[i].fmt == FTR_VF_STR ? 4 + FTR_VALUES_STR_MAX : 2 + (size_t)it[i].size;
-    return (b + 3) & ~(size_t)3;
+        b += it[i].fmt == FTR_VF_STR ? 4 + FTR_VALUES_STR_MAX + 1 : 2 + (size_t)it[i].size;
+    return (b + FTR_VALUES_SLOT_BYTES - 1) / FTR_VALUES_SLOT_BYTES * FTR_VALUES_SLOT_BYTES;
 }
 
 void ftr_argitem_text(const struct ftr_argitem *it, char *buf, size_t len)

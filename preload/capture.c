@@ -129,7 +129,7 @@ static uint8_t *put_item(uint8_t *o, const struct ftr_argitem *it, uint64_t v)
 
 static size_t finish(uint8_t *buf, uint8_t *o)
 {
-    while ((o - buf) & 3)
+    while ((o - buf) % FTR_VALUES_SLOT_BYTES)
         *o++ = 0;
     return (size_t)(o - buf);
 }
@@ -140,7 +140,8 @@ size_t ftr_capture_args(const struct ftr_valprog *p, const uintptr_t *regs, cons
     uint8_t *o = buf;
     for (unsigned i = 0; i < p->nargs; i++) {
         const struct ftr_argitem *it = &p->args[i];
-        if (o + ITEM_MAX > buf + FTR_VALUES_MAX_BYTES) break;
+        size_t need = it->fmt == FTR_VF_STR ? ITEM_MAX : 4u + it->size; /* or (bad) */
+        if (o + need > buf + FTR_VALUES_MAX_BYTES) break;
         uint64_t v = 0;
         if (it->src == FTR_AS_FPARG) {
             v = xmm(it->n - 1u);

@@ -95,42 +95,42 @@ static inline struct ftr_rec *reserve_n(struct ftr_tls *t, size_t n)
     return r;
 }
 
-/* A value list (values.h) of site: one VALUES record and its WORD records, reserved together;
- * the WORDs are filled first and the VALUES head last, so that the writer, which stops at the
- * first unfilled slot, takes the list whole or not yet. A list cut short by a jump out of a
- * signal handler leaves WORDs without their VALUES: readers skip them. t->inflight is left
- * alone: it tells whether the ENTRY or EXIT beside the list was written. */
+/* A value list (values.h) of site: one VALUES record and its payload slots (12 bytes of the
+ * list each, head left 0), reserved together; the payload is written first and the VALUES head
+ * last, so that the writer, which stops at the first unfilled slot, takes a list whole. A list
+ * cut short by a jump out of a signal handler leaves only unfilled slots (skipped).
+ * t->inflight is left alone: it tells whether the ENTRY or EXIT beside the list was written. */
 static __attribute__((noinline)) void record_values(struct ftr_tls *t, uint32_t site,
                                                     const uint8_t *buf, size_t nbytes, uint64_t tsc)
 {
-    size_t nw = nbytes / 4;
-    if (!nw) return;
+    size_t ns = nbytes / FTR_VALUES_SLOT_BYTES;
+    if (!ns) return;
     t->filling++;
     SIGNAL_FENCE();
-    struct ftr_rec *r = reserve_n(t, 1 + nw);
-    if (unlikely(r >= t->end || t->end - r < (ptrdiff_t)(1 + nw))) {
+    struct ftr_rec *r = reserve_n(t, 1 + ns);
+    if (unlikely(r >= t->end || t->end - r < (ptrdiff_t)(1 + ns))) {
         /* the chunk is full: what was reserved of it stays unfilled (skipped) */
         if (t->in_slow) {
-            t->lost += 1 + nw;
+            t->lost++;
             goto out;
         }
         t->slow_sp = (uintptr_t)__builtin_frame_address(0);
         ftr_call_saving(ftr_chunk_full_slow, NULL);
         t->slow_sp = 0;
-        r = reserve_n(t, 1 + nw);
-        if (r >= t->end || t->end - r < (ptrdiff_t)(1 + nw)) {
-            t->lost += 1 + nw;
+        r = reserve_n(t, 1 + ns);
+        if (r >= t->end || t->end - r < (ptrdiff_t)(1 + ns)) {
+            t->lost++;
             goto out;
         }
     }
-    for (size_t i = 0; i < nw; i++) {
+    for (size_t i = 0; i < ns; i++) {
         struct ftr_rec *w = &r[1 + i];
-        __atomic_store_n(&w->tsc, tsc, __ATOMIC_RELAXED);
-        __atomic_store_n(&w->arg, ftr_rd_le32(buf + 4 * i), __ATOMIC_RELAXED);
-        __atomic_store_n(&w->head, ftr_rec_head(FTR_SP_WORD, FTR_EV_SPECIAL), __ATOMIC_RELEASE);
+        const uint8_t *b = buf + FTR_VALUES_SLOT_BYTES * i;
+        __atomic_store_n(&w->tsc, ftr_rd_le64(b), __ATOMIC_RELAXED);
+        __atomic_store_n(&w->arg, ftr_rd_le32(b + 8), __ATOMIC_RELAXED);
     }
     __atomic_store_n(&r->tsc, tsc, __ATOMIC_RELAXED);
-    __atomic_store_n(&r->arg, ftr_values_arg(site, (uint32_t)nw), __ATOMIC_RELAXED);
+    __atomic_store_n(&r->arg, ftr_values_arg(site, (uint32_t)ns), __ATOMIC_RELAXED);
     __atomic_store_n(&r->head, ftr_rec_head(FTR_SP_VALUES, FTR_EV_SPECIAL), __ATOMIC_RELEASE);
 out:
     SIGNAL_FENCE();
@@ -154,7 +154,7 @@ static inline void record_ret(struct ftr_tls *t, const struct ftr_shadow *e, con
     if (likely(!(e->flags & FTR_SH_RETVAL)) || !(e->flags & FTR_SH_RECORDED) || !ret) return;
     unsigned idx = __atomic_load_n(&ftr_site_prog[e->site], __ATOMIC_ACQUIRE);
     if (!idx || !ftr_valprogs[idx].has_ret) return;
-    uint8_t buf[16 + FTR_VALUES_STR_MAX] __attribute__((aligned(4)));
+    uint8_t buf[24 + FTR_VALUES_STR_MAX] __attribute__((aligned(4)));
     record_values(t, e->site, buf, ftr_capture_ret(&ftr_valprogs[idx], ret, buf), tsc);
 }
 

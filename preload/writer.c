@@ -285,7 +285,20 @@ static void take_records(struct ftr_chunk *c, struct ftr_rec *limit, int skip_ho
         if (head == 0 && !skip_holes) break;
         uint64_t tsc = __atomic_load_n(&r->tsc, __ATOMIC_RELAXED);
         if (head && tsc >= young) break;
-        scratch[n++] = (struct ftr_rec){tsc, head, __atomic_load_n(&r->arg, __ATOMIC_RELAXED)};
+        uint32_t arg = __atomic_load_n(&r->arg, __ATOMIC_RELAXED);
+        if (head == ftr_rec_head(FTR_SP_VALUES, FTR_EV_SPECIAL)) {
+            /* a value list is taken whole: its payload slots (head 0) with it */
+            size_t ns = ftr_values_slots(arg);
+            if (c->rec + i + 1 + ns > limit || n + 1 + ns > scratch_n) break;
+            scratch[n++] = (struct ftr_rec){tsc, head, arg};
+            for (size_t k = 1; k <= ns; k++)
+                scratch[n++] =
+                    (struct ftr_rec){__atomic_load_n(&c->rec[i + k].tsc, __ATOMIC_RELAXED), 0,
+                                     __atomic_load_n(&c->rec[i + k].arg, __ATOMIC_RELAXED)};
+            i += 1 + ns;
+            continue;
+        }
+        scratch[n++] = (struct ftr_rec){tsc, head, arg};
         i++;
     }
     /* Claim, then check that no entry among them was taken back meanwhile (hooks.c,

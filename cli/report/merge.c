@@ -6,7 +6,7 @@
  * when the merge time reaches its thread's first chunk and released when the thread is done,
  * so memory follows the number of threads alive at a time, not the size of the trace.
  *
- * Value lists (formats/ftr_values.h: a VALUES event and its WORDs) leave the stream here: the
+ * Value lists (formats/ftr_values.h: VALUES events and their bytes) leave the stream here: the
  * arguments that follow an ENTRY and the return value that comes before an EXIT ride on that
  * event's item (frp_item.vals), so that the views see calls only, each with its values.
  *
@@ -145,27 +145,13 @@ static int is_special(const struct ftr_event *ev, unsigned sub)
     return ev->kind == FTR_EV_SPECIAL && ev->site == sub;
 }
 
-/* The WORDs of the VALUES event whose arg is arg, into v (len 0: the list is cut short, and the
- * event that is no WORD is put back). @return 1, or a negated error */
-static int read_list(struct frp_merge *m, struct cursor *c, uint64_t arg, struct vlist *v)
+/* The list of the VALUES event just fetched (arg its arg) into v: its bytes are the decoder's
+ * (into the chunk being read), copied before anything else is decoded. @return 1 */
+static int read_list(const struct cursor *c, uint64_t arg, struct vlist *v)
 {
-    uint32_t nw = (uint32_t)(arg >> 24) & 0xff;
     v->site = (uint32_t)arg & FTR_VALUES_SITE_MASK;
-    v->len = 0;
-    for (uint32_t i = 0; i < nw; i++) {
-        struct ftr_event w;
-        uint32_t seq;
-        int rc = fetch_back(m, c, &w, &seq);
-        if (rc < 0) return rc;
-        if (rc == 0) break;
-        if (!is_special(&w, FTR_SP_WORD)) {
-            put_back(c, &w, seq);
-            v->len = 0;
-            return 1;
-        }
-        if (4 * i + 4 <= sizeof v->b) ftr_wr_le32(v->b + 4 * i, (uint32_t)w.arg);
-    }
-    v->len = nw * 4 <= sizeof v->b ? nw * 4 : 0;
+    v->len = c->it.vals && c->it.vals_len <= sizeof v->b ? c->it.vals_len : 0;
+    if (v->len) memcpy(v->b, c->it.vals, v->len);
     return 1;
 }
 
@@ -179,12 +165,12 @@ static int fetch_call(struct frp_merge *m, struct cursor *c, struct ftr_event *e
         if (rc <= 0) return rc;
         if (is_special(ev, FTR_SP_VALUES)) {
             /* not after an ENTRY: a return value, whose EXIT comes next */
-            if ((rc = read_list(m, c, ev->arg, &c->ret)) < 0) return rc;
+            if ((rc = read_list(c, ev->arg, &c->ret)) < 0) return rc;
             if (c->ret.len && (c->ret.b[1] & ~FTR_VAL_DWARF) != 0)
                 c->ret.len = 0; /* arguments of a lost ENTRY */
             continue;
         }
-        if (!is_special(ev, FTR_SP_WORD)) break; /* a WORD alone: its list was cut short */
+        break;
     }
     if (ev->kind == FTR_EV_EXIT && c->ret.len && c->ret.site == ev->site) {
         *v = c->ret;
@@ -196,7 +182,7 @@ static int fetch_call(struct frp_merge *m, struct cursor *c, struct ftr_event *e
         if (rc < 0) return rc;
         if (rc == 1 && is_special(&a, FTR_SP_VALUES) &&
             ((uint32_t)a.arg & FTR_VALUES_SITE_MASK) == (ev->site & FTR_VALUES_SITE_MASK)) {
-            if ((rc = read_list(m, c, a.arg, v)) < 0) return rc;
+            if ((rc = read_list(c, a.arg, v)) < 0) return rc;
             if (v->len && (v->b[1] & ~FTR_VAL_DWARF) == 0) { /* a leaf's return value */
                 c->ret = *v;
                 v->len = 0;

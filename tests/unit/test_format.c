@@ -1293,3 +1293,52 @@ Test(format, limits_and_misuse)
     ftr_reader_close(r);
     ftr_buf_free(&f);
 }
+
+/* A VALUES record and its payload slots: one event whose 12 bytes per slot come back raw
+ * (ftr_ev_iter.vals); a list the array cuts off, and payload slots without their VALUES (a
+ * list a jump cut short: its VALUES head never written), are left out. */
+Test(events, values_lists)
+{
+    const uint32_t vh = ftr_rec_head(FTR_SP_VALUES, FTR_EV_SPECIAL);
+    const struct ftr_rec in[] = {
+        {100, ftr_rec_head(5, FTR_EV_ENTRY), 0},
+        {100, vh, 5u | 2u << 24},
+        {0x0807060504030201ull, 0, 0x0c0b0a09u},
+        {0x14131211100f0e0dull, 0, 0x18171615u},
+        {0, 0, 0},          /* a list cut short: its VALUES never written ... */
+        {0xffffull, 0, 7u}, /* ... and its payload */
+        {110, ftr_rec_head(5, FTR_EV_EXIT), 0},
+        {120, vh, 5u | 3u << 24}, /* three slots announced, one left: left out */
+        {0x1ull, 0, 0},
+    };
+    const struct ftr_event want[] = {
+        {100, 5, FTR_EV_ENTRY, 0},
+        {100, FTR_SP_VALUES, FTR_EV_SPECIAL, 5u | 2u << 24},
+        {110, 5, FTR_EV_EXIT, 0},
+    };
+    events_roundtrip(in, sizeof in / sizeof *in, want, 3, NULL);
+    /* and the bytes */
+    struct ftr_enc *e = enc_new();
+    struct ftr_buf f = {0}, pl = {0};
+    cr_assert_eq(ftr_enc_file_header(&f), FTR_OK);
+    cr_assert_eq(ftr_enc_events(e, 1, 2, in, sizeof in / sizeof *in, &f), FTR_OK);
+    const char *path = write_tmp(f.data, f.len);
+    struct ftr_reader *r;
+    struct ftr_chunk_hdr h;
+    cr_assert_eq(ftr_reader_open(path, &r), FTR_OK);
+    cr_assert_eq(ftr_reader_next(r, &h, NULL), FTR_OK);
+    cr_assert_eq(ftr_reader_payload(r, &pl), FTR_OK);
+    struct ftr_ev_iter it;
+    struct ftr_event ev;
+    cr_assert_eq(ftr_dec_events_begin(&h, pl.data, pl.len, &it), FTR_OK);
+    cr_assert_eq(ftr_dec_events_next(&it, &ev), 1);
+    cr_assert_eq(ftr_dec_events_next(&it, &ev), 1);
+    cr_assert_eq(it.vals_len, 24);
+    for (unsigned i = 0; i < 24; i++)
+        cr_assert_eq(it.vals[i], i + 1, "byte %u", i);
+    ftr_reader_close(r);
+    ftr_buf_free(&f);
+    ftr_buf_free(&pl);
+    ftr_enc_free(e);
+    unlink(path);
+}
