@@ -428,7 +428,8 @@ DUP2_TEXT = "".join("dup2 round %d fd %d\n" % (r, fd) for r in range(20) for fd 
 def summary_calls(text):
     """function -> calls, from ftrace-report --summary."""
     got = {}
-    row = re.compile(r"^\s*(?:\S+ \S+|-)\s+(?:\S+ \S+|-)\s+(\d+)\s.*\s(\S+)$")
+    # a duration is "608.205 ms" or, from a second on, "1.081  s" (the unit padded to two)
+    row = re.compile(r"^\s*(?:\S+ +\S+|-)\s+(?:\S+ +\S+|-)\s+(\d+)\s.*\s(\S+)$")
     for line in text.splitlines():
         m = row.match(line)
         if m and not line.startswith("#"):
