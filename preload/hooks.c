@@ -21,12 +21,24 @@
 
 #define SIGNAL_FENCE() __atomic_signal_fence(__ATOMIC_SEQ_CST)
 
-/* Reserve one record: a single instruction, so a signal sees either before or after. */
-static inline struct ftr_rec *reserve(struct ftr_tls *t)
+/* Reserve n records at once: a single instruction, so a signal sees either before or after
+ * (a signal handler's records go before or after them, never between). */
+static inline struct ftr_rec *reserve_n(struct ftr_tls *t, size_t n)
 {
-    struct ftr_rec *r = (struct ftr_rec *)sizeof(struct ftr_rec);
+    struct ftr_rec *r = (struct ftr_rec *)(n * sizeof(struct ftr_rec));
     __asm__ volatile("xaddq %0, %1" : "+r"(r), "+m"(t->pos) : : "memory");
     return r;
+}
+
+static inline struct ftr_rec *reserve(struct ftr_tls *t)
+{
+    return reserve_n(t, 1);
+}
+
+/* The n records reserved at r lie inside the current chunk */
+static inline int fits(const struct ftr_tls *t, const struct ftr_rec *r, size_t n)
+{
+    return r < t->end && (size_t)(t->end - r) >= n;
 }
 
 #define HOT_INLINE inline __attribute__((always_inline))
@@ -43,30 +55,31 @@ static HOT_INLINE void fill(struct ftr_tls *t, struct ftr_rec *r, uint32_t head,
     __atomic_store_n(&r->head, head, __ATOMIC_RELEASE);
 }
 
-/* The chunk is full (or being replaced by a nested slow path): hand it off and retry once.
- * Entered with t->filling raised by record_arg(), which it lowers. */
+/* The chunk is full (or being replaced by a nested slow path): hand it off and reserve n
+ * records again (what was reserved of the full chunk stays unfilled: skipped). @return them,
+ * or NULL when the event is lost (counted; a LOST event marks it). */
+static __attribute__((noinline, cold)) struct ftr_rec *reserve_slow(struct ftr_tls *t, size_t n)
+{
+    if (!t->in_slow) {
+        t->slow_sp = (uintptr_t)__builtin_frame_address(0);
+        ftr_call_saving(ftr_chunk_full_slow, NULL);
+        t->slow_sp = 0;
+        struct ftr_rec *r = reserve_n(t, n);
+        if (fits(t, r, n)) return r;
+    }
+    t->lost++;
+    return NULL;
+}
+
+/* record_arg() found the chunk full. Entered with t->filling raised, which it lowers. */
 static __attribute__((noinline, cold)) int record_slow(struct ftr_tls *t, uint32_t head,
                                                        uint64_t tsc, uint32_t arg)
 {
-    int ok = 0;
-    if (t->in_slow) {
-        t->lost++;
-        goto out;
-    }
-    t->slow_sp = (uintptr_t)__builtin_frame_address(0);
-    ftr_call_saving(ftr_chunk_full_slow, NULL);
-    t->slow_sp = 0;
-    struct ftr_rec *r = reserve(t);
-    if (unlikely(r >= t->end)) {
-        t->lost++;
-        goto out;
-    }
-    fill(t, r, head, tsc, arg);
-    ok = 1;
-out:
+    struct ftr_rec *r = reserve_slow(t, 1);
+    if (r) fill(t, r, head, tsc, arg);
     SIGNAL_FENCE();
     t->filling--;
-    return ok;
+    return r != NULL;
 }
 
 /* @return 1, or 0 when the event was lost (no room: counted, and a LOST event marks it) */
@@ -87,14 +100,6 @@ static HOT_INLINE int record(struct ftr_tls *t, uint32_t head, uint64_t tsc)
     return record_arg(t, head, tsc, 0);
 }
 
-/* Reserves n records at once: a signal handler's records go before or after, never between. */
-static inline struct ftr_rec *reserve_n(struct ftr_tls *t, size_t n)
-{
-    struct ftr_rec *r = (struct ftr_rec *)(n * sizeof(struct ftr_rec));
-    __asm__ volatile("xaddq %0, %1" : "+r"(r), "+m"(t->pos) : : "memory");
-    return r;
-}
-
 /* A value list (values.h) of site: one VALUES record and its payload slots (12 bytes of the
  * list each, head left 0), reserved together; the payload is written first and the VALUES head
  * last, so that the writer, which stops at the first unfilled slot, takes a list whole. A list
@@ -108,21 +113,7 @@ static __attribute__((noinline)) void record_values(struct ftr_tls *t, uint32_t 
     t->filling++;
     SIGNAL_FENCE();
     struct ftr_rec *r = reserve_n(t, 1 + ns);
-    if (unlikely(r >= t->end || t->end - r < (ptrdiff_t)(1 + ns))) {
-        /* the chunk is full: what was reserved of it stays unfilled (skipped) */
-        if (t->in_slow) {
-            t->lost++;
-            goto out;
-        }
-        t->slow_sp = (uintptr_t)__builtin_frame_address(0);
-        ftr_call_saving(ftr_chunk_full_slow, NULL);
-        t->slow_sp = 0;
-        r = reserve_n(t, 1 + ns);
-        if (r >= t->end || t->end - r < (ptrdiff_t)(1 + ns)) {
-            t->lost++;
-            goto out;
-        }
-    }
+    if (unlikely(!fits(t, r, 1 + ns)) && !(r = reserve_slow(t, 1 + ns))) goto out;
     for (size_t i = 0; i < ns; i++) {
         struct ftr_rec *w = &r[1 + i];
         const uint8_t *b = buf + FTR_VALUES_SLOT_BYTES * i;
