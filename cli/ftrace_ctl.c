@@ -1,7 +1,7 @@
 /*
  * ftrace-ctl - change what a process running under ftrace-run traces, while it runs.
  *
- *   ftrace-ctl PID status|on|off|filter EXPR|depth N|threshold T
+ *   ftrace-ctl PID status|on|off|filter EXPR|depth N|threshold T|libcall on|off|args S|retval S
  *
  * It checks what it can before touching the process (the arguments, the filter's syntax, that
  * the process exists and has libftrace.so loaded), then talks to the process's control server
@@ -59,6 +59,7 @@ static void usage(FILE *f)
             "  args SPECS       record these arguments from now on (ftrace-run -A; ';'\n"
             "                   between specs, '' for none; docs/arguments.md)\n"
             "  retval SPECS     record these return values (ftrace-run -R; '' for none)\n"
+            "  libcall on|off   trace library calls (calls through the PLT/GOT) or not\n"
             "  depth N          record calls up to depth N (0: no limit)\n"
             "  threshold T      keep only calls lasting at least T: 10us, 1.5ms, 2s, 500ns;\n"
             "                   a bare number is in microseconds (0: keep all)\n"
@@ -328,7 +329,8 @@ static int build_request(int argc, char **argv, char *req, size_t reqlen)
 {
     const char *cmd = argv[0], *arg = argc > 1 ? argv[1] : NULL;
     static const char *const plain[] = {"status", "on", "off"};
-    static const char *const with_arg[] = {"filter", "depth", "threshold", "args", "retval"};
+    static const char *const with_arg[] = {"filter", "depth",  "threshold",
+                                           "args",   "retval", "libcall"};
     for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
         if (!strcmp(cmd, plain[i])) {
             if (argc > 1) return fail(2, "'%s' takes no argument (see --help)", cmd);
@@ -341,7 +343,7 @@ static int build_request(int argc, char **argv, char *req, size_t reqlen)
     if (!known)
         return fail(2,
                     "unknown command '%s' (expected status, on, off, filter, args, retval, "
-                    "depth or threshold)",
+                    "libcall, depth or threshold)",
                     cmd);
     if (argc != 2)
         return fail(2, "'%s' takes one argument%s (see --help)", cmd,
@@ -358,6 +360,9 @@ static int build_request(int argc, char **argv, char *req, size_t reqlen)
         int bad = ftr_argspecs_parse(arg, !strcmp(cmd, "retval"), &sp, err, sizeof err) < 0;
         ftr_argspecs_free(&sp);
         if (bad) return fail(2, "%s", err);
+    } else if (!strcmp(cmd, "libcall")) {
+        if (strcmp(arg, "on") && strcmp(arg, "off"))
+            return fail(2, "bad libcall '%s' (expected on or off)", arg);
     } else if (!strcmp(cmd, "depth")) {
         long d;
         if (parse_long(arg, 0, DEPTH_MAX, &d) < 0)

@@ -38,6 +38,7 @@ enum {
     OPT_ABSTIME,
     OPT_NO_LEAF,
     OPT_NO_ARGS,
+    OPT_NO_LIBCALL,
     OPT_MODULE,
     OPT_SORT,
     OPT_PER_THREAD,
@@ -65,6 +66,7 @@ static const struct option options[] = {
     {"abstime", no_argument, NULL, OPT_ABSTIME},
     {"no-leaf-compact", no_argument, NULL, OPT_NO_LEAF},
     {"no-args", no_argument, NULL, OPT_NO_ARGS},
+    {"no-libcall", no_argument, NULL, OPT_NO_LIBCALL},
     {"module", no_argument, NULL, OPT_MODULE},
     {"show-module", no_argument, NULL, OPT_MODULE},
     {"sort", required_argument, NULL, OPT_SORT},
@@ -115,6 +117,7 @@ static void usage(void)
           "  --abstime             graph: a column with the wall-clock time of each line\n"
           "  --no-leaf-compact     graph: print calls without callees as 'f() {' and '}' too\n"
           "  --no-args             leave out recorded arguments and return values\n"
+          "  --no-libcall          leave out library calls, as if they had not been traced\n"
           "  --show-module, --module  name functions name@module (e.g. open_db@libfoo.so)\n"
           "  --srcline             the source file:line of each function (from the DWARF of\n"
           "                        the binaries when present and of the recorded build-id)\n"
@@ -358,6 +361,9 @@ static int parse_args(int argc, char **argv, struct cli *c)
             break;
         case OPT_NO_ARGS:
             c->o.no_values = 1;
+            break;
+        case OPT_NO_LIBCALL:
+            c->o.no_libcall = 1;
             break;
         case OPT_MODULE:
             c->show_module = 1;

@@ -47,7 +47,10 @@ static void usage(FILE *f)
             "                           repeatable; docs/arguments.md)\n"
             "  -R, --retval SPEC        record return values: FUNCS[@retval/FMT[SIZE]]\n"
             "      --auto-args          record the arguments and return values of every traced\n"
-            "                           function, named and typed from its DWARF (-g)\n"
+            "                           function, named and typed from its DWARF (-g), and of\n"
+            "                           the common libc functions\n"
+            "      --no-libcall         do not trace library calls (calls through the PLT or\n"
+            "                           GOT into other libraries: malloc(), read(), ...)\n"
             "      --max-depth N        record calls up to depth N (max_graph_depth)\n"
             "      --threshold T        keep only calls lasting at least T (10us, 1ms; bare: us)\n"
             "      --disabled           start with tracing off (ftrace-ctl PID on)\n"
@@ -149,7 +152,8 @@ int main(int argc, char **argv)
         OPT_LOSSLESS,
         OPT_CLOCK,
         OPT_EXIT,
-        OPT_AUTO_ARGS
+        OPT_AUTO_ARGS,
+        OPT_NO_LIBCALL
     };
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'},
@@ -159,6 +163,7 @@ int main(int argc, char **argv)
         {"argument", required_argument, NULL, 'A'},
         {"retval", required_argument, NULL, 'R'},
         {"auto-args", no_argument, NULL, OPT_AUTO_ARGS},
+        {"no-libcall", no_argument, NULL, OPT_NO_LIBCALL},
         {"max-depth", required_argument, NULL, OPT_DEPTH},
         {"threshold", required_argument, NULL, OPT_THRESHOLD},
         {"disabled", no_argument, NULL, OPT_DISABLED},
@@ -254,6 +259,9 @@ int main(int argc, char **argv)
                 return 2;
             }
             setenv(ftr_env_name(FTR_ENV_EXIT), optarg, 1);
+            break;
+        case OPT_NO_LIBCALL:
+            setenv(ftr_env_name(FTR_ENV_LIBCALL), "0", 1);
             break;
         case OPT_AUTO_ARGS:
             setenv(ftr_env_name(FTR_ENV_AUTO_ARGS), "1", 1);

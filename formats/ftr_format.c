@@ -150,14 +150,15 @@ void ftr_buf_free(struct ftr_buf *b)
     X(SITES_ADDR, 4, U64_ARRAY, -) /* runtime address of the site */                               \
     X(SITES_FUNC, 5, U64_ARRAY, -) /* runtime address of the function */                           \
     X(SITES_NAME, 6, U32_ARRAY, -) /* offset into SITES_STRTAB, 0xffffffff = no name */            \
-    X(SITES_STRTAB, 7, BYTES, -)   /* NUL-terminated names, last byte is NUL */
+    X(SITES_STRTAB, 7, BYTES, -)   /* NUL-terminated names, last byte is NUL */                    \
+    X(SITES_KIND, 8, BYTES, -)     /* one byte each, enum ftr_site_kind; absent: all functions */
 
 /* A field added to an ftr_*_info struct needs its tag here (and in docs/format.md). */
 _Static_assert(sizeof(void *) != 8 || sizeof(struct ftr_process_info) == 72,
                "new process field: add a PROC_ tag");
 _Static_assert(sizeof(void *) != 8 || sizeof(struct ftr_module_info) == 48,
                "new module field: add a MOD_ tag");
-_Static_assert(sizeof(void *) != 8 || sizeof(struct ftr_site_info) == 32,
+_Static_assert(sizeof(void *) != 8 || sizeof(struct ftr_site_info) == 40,
                "new site field: add a SITES_ tag");
 _Static_assert(sizeof(void *) != 8 || sizeof(struct ftr_thread_info) == 24,
                "new thread field: add a THR_ tag");
@@ -524,19 +525,24 @@ int ftr_enc_sites(struct ftr_enc *e, uint32_t pid, uint32_t module_id,
 
     struct ftr_buf *b = &e->raw;
     b->len = 0;
-    if (ftr_buf_reserve(b, 7 * 6 + 8 + n * 24 + strtab)) return FTR_E_NOMEM;
+    int kinds = 0;
+    for (size_t i = 0; i < n; i++)
+        kinds |= s[i].kind != FTR_SITE_FUNCTION;
+    if (ftr_buf_reserve(b, 8 * 6 + 8 + n * 25 + strtab)) return FTR_E_NOMEM;
     /* all reserved: the pointers below stay valid, each tlv_put just advances */
     tlv_u32(b, SITES_MODULE_ID, module_id);
     tlv_u32(b, SITES_COUNT, (uint32_t)n);
     uint8_t *site = tlv_put(b, SITES_SITE, n * 4), *addr = tlv_put(b, SITES_ADDR, n * 8);
     uint8_t *func = tlv_put(b, SITES_FUNC, n * 8), *name = tlv_put(b, SITES_NAME, n * 4);
     uint8_t *tab = tlv_put(b, SITES_STRTAB, strtab);
+    uint8_t *kind = kinds ? tlv_put(b, SITES_KIND, n) : NULL;
     uint32_t off = 0;
     for (size_t i = 0; i < n; i++) {
         ftr_wr_le32(site + 4 * i, s[i].site);
         ftr_wr_le64(addr + 8 * i, s[i].addr);
         ftr_wr_le64(func + 8 * i, s[i].func);
         ftr_wr_le32(name + 4 * i, s[i].name ? off : UINT32_MAX);
+        if (kind) kind[i] = s[i].kind;
         if (s[i].name) {
             size_t l = strlen(s[i].name) + 1;
             memcpy(tab + off, s[i].name, l);
@@ -777,15 +783,15 @@ int ftr_dec_sites(const uint8_t *p, size_t n, uint32_t *module_id, struct ftr_si
                   size_t cap, size_t *count)
 {
     /* the columns, by tag; absent columns decode as zeros / NULL names */
-    const uint8_t *col[SITES_STRTAB + 1] = {0};
-    uint32_t col_len[SITES_STRTAB + 1] = {0};
+    const uint8_t *col[SITES_KIND + 1] = {0};
+    uint32_t col_len[SITES_KIND + 1] = {0};
     struct tlv_it it = {p, p + n};
     unsigned tag;
     const uint8_t *v;
     uint32_t len;
     int rc;
     while ((rc = tlv_next(&it, &tag, &v, &len)) > 0) {
-        if (tag < SITES_MODULE_ID || tag > SITES_STRTAB) continue; /* unknown */
+        if (tag < SITES_MODULE_ID || tag > SITES_KIND) continue; /* unknown */
         col[tag] = v;
         col_len[tag] = len;
     }
@@ -797,6 +803,7 @@ int ftr_dec_sites(const uint8_t *p, size_t n, uint32_t *module_id, struct ftr_si
         [SITES_SITE] = 4, [SITES_ADDR] = 8, [SITES_FUNC] = 8, [SITES_NAME] = 4};
     for (unsigned t = SITES_SITE; t <= SITES_NAME; t++)
         if (col[t] && col_len[t] != cnt * width[t]) return FTR_E_CORRUPT;
+    if (col[SITES_KIND] && col_len[SITES_KIND] != cnt) return FTR_E_CORRUPT;
     const uint8_t *tab = col[SITES_STRTAB];
     uint32_t tab_len = col_len[SITES_STRTAB];
     if (tab && tab_len && tab[tab_len - 1] != 0) return FTR_E_CORRUPT;
@@ -815,6 +822,7 @@ int ftr_dec_sites(const uint8_t *p, size_t n, uint32_t *module_id, struct ftr_si
         s[i].addr = col[SITES_ADDR] ? ftr_rd_le64(col[SITES_ADDR] + 8 * i) : 0;
         s[i].func = col[SITES_FUNC] ? ftr_rd_le64(col[SITES_FUNC] + 8 * i) : 0;
         s[i].name = off == UINT32_MAX ? NULL : (const char *)tab + off;
+        s[i].kind = col[SITES_KIND] ? col[SITES_KIND][i] : FTR_SITE_FUNCTION;
     }
     return FTR_OK;
 }

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define FTR_FORMAT_MAJOR 2
-#define FTR_FORMAT_MINOR 1
+#define FTR_FORMAT_MINOR 2
 
 #define FTR_FILE_MAGIC "FTRACE\x1a\x01" /* 8 bytes */
 #define FTR_FILE_HEADER_SIZE 16
@@ -246,11 +246,17 @@ struct ftr_module_info {
     const char *path;
 };
 
+enum ftr_site_kind {
+    FTR_SITE_FUNCTION = 0, /* a function's entry site */
+    FTR_SITE_LIBCALL = 1,  /* a library call: addr is the caller's GOT slot, func the function
+                              called, name its symbol (minor 2) */
+};
 struct ftr_site_info {
     uint32_t site;    /* process-wide site index, >= 1 */
     uint64_t addr;    /* runtime address of the call site */
     uint64_t func;    /* runtime address of the function's first byte */
     const char *name; /* symbol name, raw (not demangled) */
+    uint8_t kind;     /* enum ftr_site_kind */
 };
 
 #define FTR_END_HOWS(X)                                                                            \
@@ -272,7 +278,8 @@ const char *ftr_end_how_name(unsigned how);
     X(FTR_MARK_DEPTH, 4, "max-depth")     /* value: the new depth (0 = unlimited) */               \
     X(FTR_MARK_THRESHOLD, 5, "threshold") /* value: the new threshold, ns (0 = none) */            \
     X(FTR_MARK_ARGS, 6, "args")           /* text: the new -A specs ("" = none) */                 \
-    X(FTR_MARK_RETVAL, 7, "retval")       /* text: the new -R specs ("" = none) */
+    X(FTR_MARK_RETVAL, 7, "retval")       /* text: the new -R specs ("" = none) */                 \
+    X(FTR_MARK_LIBCALL, 8, "libcall")     /* value: 1 library calls on, 0 off (minor 2) */
 #define FTR_X_ENUM(name, val, str) name = val,
 enum ftr_mark_what { FTR_MARKS(FTR_X_ENUM) };
 #undef FTR_X_ENUM

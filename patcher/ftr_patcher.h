@@ -97,6 +97,8 @@ struct ftr_site {
                         word above where a plain entry site has it (mcount is then 0) */
     uint8_t through; /* 1 when the caller calls its function through (its CALL state is then a
                         jmp to the stub; maintained by the caller) */
+    uint8_t libcall; /* 1: not a site in text but a library call, a GOT slot (preload/libcalls.c):
+                        addr is the slot, func the function it calls, name its symbol */
 };
 
 /* ---- x86_64_insn.c: decide and generate (pure) ---- */
@@ -251,6 +253,33 @@ struct ftr_module {
 int ftr_module_scan(const char *path, uint64_t base, const void *phdr, unsigned phnum,
                     struct ftr_module *m, char *err, size_t errlen);
 void ftr_module_free(struct ftr_module *m);
+
+/* ---- elf_got.c: the GOT slots through which a module calls other modules' functions ---- */
+struct ftr_gotcall {
+    uint64_t slot;       /* file virtual address of the GOT slot (add the load bias) */
+    const char *name;    /* the symbol, undefined in the module */
+    const char *version; /* the version it requires ("GLIBC_2.2.5"), or NULL */
+    uint8_t glob_dat;    /* R_X86_64_GLOB_DAT of a function (-fno-plt calls, or an address
+                            taken); 0: R_X86_64_JUMP_SLOT (PLT calls) */
+};
+struct ftr_gotcalls {
+    struct ftr_gotcall *v; /* sorted by slot */
+    size_t n;
+    char *strs; /* storage of the names */
+};
+/*! ftr_elf_gotcalls() : the call slots of the module elf (its relocation sections against
+ *  .dynsym). @return 0 (out filled, n may be 0) or -1 with a one-line message in err. */
+struct Elf;
+int ftr_elf_gotcalls(struct Elf *elf, struct ftr_gotcalls *out, char *err, size_t errlen);
+void ftr_gotcalls_free(struct ftr_gotcalls *g);
+
+/* ---- x86_64_got.c ---- */
+/*! ftr_x86_got_reads() : marks in read[k] each GOT slot slots[k] (runtime addresses, sorted,
+ *  n of them) that the code text[0, len) (at runtime address text_addr) may read other than by
+ *  `call *slot(%rip)` / `jmp *slot(%rip)`: an address the program takes, which must not be
+ *  changed. @return how many were newly marked. */
+size_t ftr_x86_got_reads(const uint8_t *text, size_t len, uint64_t text_addr, const uint64_t *slots,
+                         size_t n, uint8_t *read);
 
 /* ---- dwarf_args.c: functions whose arguments all travel in registers ---- */
 struct Elf; /* libelf's Elf */

@@ -13,7 +13,7 @@
  *
  * Protocol: one request line (at most 4 KiB, within a few seconds), answered by text lines and
  * a last line "ok" or "error: <message>", then the connection is closed:
- *   status | on | off | filter EXPR | depth N | threshold T
+ *   status | on | off | filter EXPR | depth N | threshold T | libcall on|off
  * T is a duration with unit ns, us, ms or s; a bare number is in microseconds, like the
  * kernel's tracing_thresh. The settings themselves are settings.c's.
  *
@@ -232,6 +232,11 @@ static void dispatch(char *line, struct ftr_buf *out)
         rc = ftr_set_filter(arg, err, sizeof err); /* empty: trace everything */
     } else if (!strcmp(cmd, "args") || !strcmp(cmd, "retval")) {
         rc = ftr_values_set(!strcmp(cmd, "retval"), arg, err, sizeof err); /* empty: none */
+    } else if (!strcmp(cmd, "libcall")) {
+        if (strcmp(arg, "on") && strcmp(arg, "off"))
+            snprintf(err, sizeof err, "bad libcall '%.64s' (expected on or off)", arg);
+        else
+            rc = ftr_set_libcall(!strcmp(arg, "on"), err, sizeof err);
     } else if (!strcmp(cmd, "depth")) {
         unsigned d;
         if (parse_uint(arg, CTL_DEPTH_MAX, &d) < 0)

@@ -41,17 +41,20 @@ static int defined(const ElfW(Sym) * s)
            (type == STT_FUNC || type == STT_OBJECT || type == STT_GNU_IFUNC || type == STT_NOTYPE);
 }
 
-void *ftr_dynsym(const struct link_map *m, const char *name)
+/* The definition of name in m's dynamic symbol table, and its version index (-1: none) */
+static const ElfW(Sym) * find(const struct link_map *m, const char *name, int *versym)
 {
     const ElfW(Sym) *symtab = NULL;
     const char *strtab = NULL;
     const uint32_t *gnu = NULL, *sysv = NULL;
+    const uint16_t *vs = NULL;
     if (!m || !m->l_ld) return NULL;
     for (const ElfW(Dyn) *d = m->l_ld; d->d_tag != DT_NULL; d++) {
         if (d->d_tag == DT_SYMTAB) symtab = dyn_ptr(m, d->d_un.d_ptr);
         if (d->d_tag == DT_STRTAB) strtab = dyn_ptr(m, d->d_un.d_ptr);
         if (d->d_tag == DT_GNU_HASH) gnu = dyn_ptr(m, d->d_un.d_ptr);
         if (d->d_tag == DT_HASH) sysv = dyn_ptr(m, d->d_un.d_ptr);
+        if (d->d_tag == DT_VERSYM) vs = dyn_ptr(m, d->d_un.d_ptr);
     }
     if (!symtab || !strtab) return NULL;
     const ElfW(Sym) *hit = NULL;
@@ -79,8 +82,21 @@ void *ftr_dynsym(const struct link_map *m, const char *name)
                 break;
             }
     }
+    if (hit && versym) *versym = vs ? vs[hit - symtab] : -1;
+    return hit;
+}
+
+void *ftr_dynsym(const struct link_map *m, const char *name)
+{
+    const ElfW(Sym) *hit = find(m, name, NULL);
     if (!hit || ELF64_ST_TYPE(hit->st_info) == STT_GNU_IFUNC) return NULL; /* not resolved here */
     return (void *)(m->l_addr + hit->st_value);
+}
+
+int ftr_dynsym_version(const struct link_map *m, const char *name)
+{
+    int v = -1;
+    return find(m, name, &v) ? v : -2;
 }
 
 struct anywhere {

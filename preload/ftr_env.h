@@ -30,6 +30,8 @@
     X(FTR_ENV_RETVAL, "FTRACE_RETVAL", "record return values (-R): FUNCS[@retval/d], ';' between") \
     X(FTR_ENV_AUTO_ARGS, "FTRACE_AUTO_ARGS",                                                       \
       "1: arguments and return values of every traced function its DWARF describes")               \
+    X(FTR_ENV_LIBCALL, "FTRACE_LIBCALL",                                                           \
+      "0: do not trace library calls (calls through the PLT/GOT; default 1)")                      \
     X(FTR_ENV_DISABLED, "FTRACE_DISABLED", "1: start with tracing off (every site a NOP)")         \
     X(FTR_ENV_LOSSLESS, "FTRACE_LOSSLESS",                                                         \
       "1: a thread with no free buffer waits for the writer (default: drops, counts)")             \

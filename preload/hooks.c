@@ -427,6 +427,15 @@ struct ftr_through ftr_hook_through_entry(uint32_t site, uintptr_t *slot, const 
     return (struct ftr_through){ftr_site_body[site], how == ENTRY_THROUGH};
 }
 
+uintptr_t ftr_hook_libcall(uint32_t site, uintptr_t *slot, const uintptr_t *regs)
+{
+    struct ftr_tls *t = &ftr_tls;
+    struct marks m = marks_enter(t, (uintptr_t)slot);
+    entry(t, site, slot, regs, 0);
+    marks_leave(t, &m);
+    return ftr_site_body[site];
+}
+
 /* One line on stderr with a raw write (no libc: any context, any register state) */
 static void say_raw(const char *msg, unsigned long len)
 {

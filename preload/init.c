@@ -27,6 +27,7 @@
 #include "ftr_env.h"
 #include "ftr_patcher.h"
 #include "sigguard.h"
+#include "libcalls.h"
 #include "tracer.h"
 #include "values.h"
 
@@ -741,6 +742,7 @@ __attribute__((constructor)) static void ftr_init(void)
         ftr_msg("%s; running untraced", err);
         return;
     }
+    ftr_libcalls_init();
     ftr_g.fd = open_output();
     if (ftr_g.fd < 0) {
         ftr_msg("cannot write %s: %s; running untraced", ftr_cfg.output, strerror(errno));

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "ftr_patcher.h"
+#include "libcalls.h"
 #include "tracer.h"
 #include "values.h"
 
@@ -45,10 +46,11 @@ struct mod {
     uint8_t *mirror; /* sled mirror (ftr_x86_sled_target()): jmp to the stub of each 5 x 90 site */
     size_t mirror_len;
     uint32_t id;
-    int ready;   /* stubs built and described to the trace */
-    int gone;    /* unloaded (dlclose): its sites are forgotten */
-    int seen;    /* scratch: found by the last dl_iterate_phdr walk */
-    int is_main; /* the executable */
+    int ready;              /* stubs built and described to the trace */
+    int gone;               /* unloaded (dlclose): its sites are forgotten */
+    int seen;               /* scratch: found by the last dl_iterate_phdr walk */
+    int is_main;            /* the executable */
+    struct ftr_libcalls lc; /* its library calls (libcalls.c) */
 };
 
 /* dlopen/dlclose/patching; recursive: held across dlopen(), whose constructors may dlopen */
@@ -295,14 +297,18 @@ static void describe(struct ftr_enc *enc, const struct mod *md, struct ftr_buf *
         .path = md->m.path,
     };
     ftr_enc_module(enc, ftr_g.pid, &mi, out);
-    struct ftr_site_info *si = calloc(md->m.nsites, sizeof *si);
+    size_t n = md->m.nsites + md->lc.n;
+    struct ftr_site_info *si = calloc(n, sizeof *si);
     if (!si) return;
-    for (size_t i = 0; i < md->m.nsites; i++) {
-        const struct ftr_site *s = &md->m.sites[i];
-        si[i] = (struct ftr_site_info){
-            .site = s->index, .addr = s->addr, .func = s->func, .name = s->name};
+    for (size_t i = 0; i < n; i++) {
+        const struct ftr_site *s = i < md->m.nsites ? &md->m.sites[i] : &md->lc.v[i - md->m.nsites];
+        si[i] = (struct ftr_site_info){.site = s->index,
+                                       .addr = s->addr,
+                                       .func = s->func,
+                                       .name = s->name,
+                                       .kind = s->libcall ? FTR_SITE_LIBCALL : FTR_SITE_FUNCTION};
     }
-    ftr_enc_sites(enc, ftr_g.pid, md->id, si, md->m.nsites, out);
+    ftr_enc_sites(enc, ftr_g.pid, md->id, si, n, out);
     free(si);
 }
 
@@ -469,7 +475,19 @@ static int repatch(char *err, size_t errlen)
     }
     if (rc == -2) rc = -1;
     ftr_munmap(mem, bytes);
+    /* library calls: one atomic store per GOT slot, whoever runs */
+    for (size_t k = 0; k < nmods; k++)
+        if (mods[k].ready && !mods[k].gone) ftr_libcalls_apply(&mods[k].lc);
     return rc;
+}
+
+/* Does a module with sites hold addr? Its functions are traced there, not as library calls. */
+static int traced_at(uint64_t addr)
+{
+    for (size_t k = 0; k < nmods; k++)
+        if (!mods[k].gone && mods[k].m.nsites && addr >= mods[k].m.lo && addr < mods[k].m.hi)
+            return 1;
+    return 0;
 }
 
 /* Builds the stubs of the modules found since the last call and describes them to the trace.
@@ -489,9 +507,11 @@ static void prepare_new(void)
             continue;
         }
         map_mirror(md);
+        ftr_libcalls_scan(&md->m, md->is_main, &next_site, traced_at, &md->lc);
         md->ready = 1;
         if (enc) describe(enc, md, &meta);
         ftr_g.sites += md->m.nsites;
+        ftr_g.libcalls += md->lc.n;
         ftr_g.skipped += md->m.skipped;
         note_skipped_in(&md->m);
     }
@@ -511,6 +531,7 @@ static size_t count_traced(size_t *modules, uint64_t *through)
             traced += s->patched == FTR_SITE_CALL;
             thru += s->patched == FTR_SITE_CALL && s->through;
         }
+        traced += ftr_libcalls_traced(&mods[k].lc);
     }
     if (modules) *modules = used;
     if (through) *through = thru;
@@ -590,6 +611,7 @@ void ftr_modules_rescan(void)
         if (md->seen || md->is_main) continue; /* the executable never goes */
         /* Unloaded: nothing can reach its stubs any more, once its text is really gone; if the
          * pages are still mapped (or mapped again), the stubs stay (a page or so, for good). */
+        ftr_libcalls_free(&md->lc, !md->gone && md->stubs && !text_mapped(md));
         if (!md->gone && md->stubs && !text_mapped(md)) {
             ftr_unwind_code_remove(md->stubs);
             munmap(md->stubs, md->stubs_len);

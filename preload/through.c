@@ -95,15 +95,20 @@ size_t ftr_through_decide(struct ftr_module *m)
     return n;
 }
 
-int ftr_through_publish(const struct ftr_site *s)
+int ftr_site_body_set(uint32_t index, uintptr_t where)
 {
-    if (!s->through || s->index >= FTR_SITE_FLAGS_MAX) return 0;
+    if (index >= FTR_SITE_FLAGS_MAX) return 0;
     if (!ftr_site_body) {
         void *p = mmap(NULL, FTR_SITE_FLAGS_MAX * sizeof *ftr_site_body, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED) return 0;
         ftr_site_body = p;
     }
-    __atomic_store_n(&ftr_site_body[s->index], (uintptr_t)(s->addr + s->len), __ATOMIC_RELEASE);
+    __atomic_store_n(&ftr_site_body[index], where, __ATOMIC_RELEASE);
     return 1;
+}
+
+int ftr_through_publish(const struct ftr_site *s)
+{
+    return s->through && ftr_site_body_set(s->index, (uintptr_t)(s->addr + s->len));
 }

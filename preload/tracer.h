@@ -150,11 +150,14 @@ struct ftr_global {
                                 threshold ever set: it never decreases) */
     /* counters for the END chunk and the summary line */
     uint64_t sites, patched, skipped, through; /* through: of the patched, called through */
+    uint64_t libcalls;                         /* library calls found (patched counts them) */
 };
 extern uint8_t *ftr_site_flags FTR_HIDDEN; /* FTR_SITE_FLAGS_MAX entries, NORESERVE */
-/* The body of each call-through site (the byte after it), by site index: FTR_SITE_FLAGS_MAX
- * entries, NORESERVE, written by modules.c before the site first jumps to its stub. */
+/* The body of each call-through site (the byte after it), or the function a library call
+ * calls, by site index: FTR_SITE_FLAGS_MAX entries, NORESERVE, written (ftr_site_body_set(),
+ * through.c: @return 0 when it cannot be) before the site first jumps to its stub. */
 extern uintptr_t *ftr_site_body FTR_HIDDEN;
+int ftr_site_body_set(uint32_t index, uintptr_t where) FTR_HIDDEN;
 extern struct ftr_global ftr_g FTR_HIDDEN;
 
 /* through.c: which sites of a scanned module are called through (sets ftr_site.through;
@@ -176,6 +179,7 @@ void ftr_tramp_return(void) FTR_HIDDEN;       /* hooked return addresses point h
 void ftr_tramp_hooked(void) FTR_HIDDEN;       /* the pseudo-frame: the byte before it */
 void ftr_tramp_through(void) FTR_HIDDEN;      /* reached from stubs of call-through sites ... */
 void ftr_tramp_through_end(void) FTR_HIDDEN;  /* ... and ends here (unwind.c) */
+void ftr_tramp_libcall(void) FTR_HIDDEN;      /* reached from the stubs of library calls */
 /* Calls fn(arg) with every vector/x87 register saved (xsave): lets general-register-only code
  * call into libc. */
 void ftr_call_saving(void (*fn)(void *), void *arg) FTR_HIDDEN;
@@ -203,6 +207,8 @@ struct ftr_through {
 struct ftr_through ftr_hook_through_entry(uint32_t site, uintptr_t *slot,
                                           const uintptr_t *regs) FTR_HIDDEN;
 void ftr_hook_through_exit(uintptr_t *slot, const uintptr_t *rv) FTR_HIDDEN;
+/* A library call's entry (slot: its return address): @return the function to go on to */
+uintptr_t ftr_hook_libcall(uint32_t site, uintptr_t *slot, const uintptr_t *regs) FTR_HIDDEN;
 /* For the unwind wrappers (unwind.c): close, as unwound now, this thread's frames whose hooked
  * slot lies below sp on the same stack (or at it, when inclusive); or every frame. */
 void ftr_close_frames_below(uintptr_t sp, int inclusive) FTR_HIDDEN;
@@ -231,6 +237,9 @@ void ftr_unwind_fde_resolve(void) FTR_HIDDEN;
  * without a lock (NULL: not defined there, or an IFUNC) */
 struct link_map;
 void *ftr_dynsym(const struct link_map *m, const char *name) FTR_HIDDEN;
+/* the version index (.gnu.version) of that definition: -1 the object has no versions, -2 no
+ * definition */
+int ftr_dynsym_version(const struct link_map *m, const char *name) FTR_HIDDEN;
 /* the first definition of name in the loaded objects but ours, in load order (takes the
  * loader's lock: dl_iterate_phdr) */
 void *ftr_dynsym_anywhere(const char *name) FTR_HIDDEN;
@@ -407,6 +416,7 @@ int ftr_settings_enabled(void) FTR_HIDDEN;
  * returns 0, or -1 with a one-line message in err. */
 int ftr_set_recording(int on, char *err, size_t errlen) FTR_HIDDEN; /* off: all NOPs */
 int ftr_set_filter(const char *expr, char *err, size_t errlen) FTR_HIDDEN;
+int ftr_set_libcall(int on, char *err, size_t errlen) FTR_HIDDEN;        /* library calls on/off */
 int ftr_set_depth(unsigned depth, char *err, size_t errlen) FTR_HIDDEN;  /* 0: unlimited */
 int ftr_set_threshold(uint64_t ns, char *err, size_t errlen) FTR_HIDDEN; /* 0: all */
 void ftr_status(struct ftr_buf *out) FTR_HIDDEN; /* "key: value" lines (ftrace-ctl status) */

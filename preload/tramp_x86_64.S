@@ -206,6 +206,29 @@ END(ftr_tramp_through)
     .globl ftr_tramp_through_end; .hidden ftr_tramp_through_end
 ftr_tramp_through_end: /* unwind.c: return addresses in [ftr_tramp_through, here) are ours */
 
+/* A library call (preload/libcalls.c): the module's GOT slot holds the stub of the symbol,
+ * so the program's `call f@plt` (or `call *f@GOTPCREL(%rip)`) arrives here with rsp at the
+ * call's return address, as at f's first byte. The entry hook hooks that return address like
+ * any function's and says where f is; then every register goes back as it came and f is
+ * jumped to, its address read from the red zone (no register may carry it: r11 too may be
+ * live, see the contract above). The frame is an ordinary one (the caller's return address at
+ * 8(%rbp)), so unwinders walk through it to the caller. */
+GLOBAL_HIDDEN(ftr_tramp_libcall)
+    .cfi_startproc
+    SAVE_ARGS
+    mov -120(%rbp), %edi           /* the site index the stub left */
+    lea 8(%rbp), %rsi              /* the call's return address */
+    lea -72(%rbp), %rdx
+    call ftr_hook_libcall          /* rax: the library's function */
+    mov %rax, -80(%rbp)
+    POP_ARGS
+    pop %rbp
+    .cfi_def_cfa %rsp, 8
+    .cfi_restore %rbp
+    jmp *-88(%rsp)                 /* -80(%rbp), in the red zone: no signal frame goes there */
+    .cfi_endproc
+END(ftr_tramp_libcall)
+
 /* The pseudo-frame: an FDE for the one byte before ftr_tramp_return, where unwinders look up
  * the caller of a frame whose return address is hooked. CFA = rsp (the hooked slot + 8: the
  * pseudo-frame takes no stack), return address at CFA - 8 (the hooked slot), every other

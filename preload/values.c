@@ -23,6 +23,7 @@
 #include "ftr_env.h"
 #include "ftr_patcher.h"
 #include "ftr_values.h"
+#include "libc_protos.h"
 #include "tracer.h"
 #include "values.h"
 
@@ -156,8 +157,36 @@ void ftr_values_module(const struct ftr_module *m)
     dwmods[ndwmods++] = d;
 }
 
+/* A library call's description: the libc table's spec that selects it, or NULL */
+static const struct ftr_argspec *libc_proto(const struct ftr_site *s)
+{
+    static struct ftr_argspecs protos;
+    static int parsed;
+    if (!parsed) {
+        char err[200];
+        parsed = 1;
+        if (ftr_argspecs_parse(ftr_libc_protos(), 0, &protos, err, sizeof err) < 0)
+            ftr_msg("internal: the libc prototype table: %s", err);
+    }
+    return ftr_argspecs_match(&protos, NULL, 0, s->name, NULL);
+}
+
+/* The arguments (args) and/or the return value (ret) of a library call's description */
+static void proto_items(const struct ftr_argspec *d, int args, int ret, struct ftr_valprog *p)
+{
+    if (args) p->nargs = 0;
+    for (unsigned i = 0; d && i < d->nitems; i++) {
+        if (d->items[i].src == FTR_AS_RETVAL) {
+            if (ret) p->ret = d->items[i], p->has_ret = 1;
+        } else if (args && p->nargs < FTR_ARGSPEC_MAX) {
+            p->args[p->nargs++] = d->items[i];
+        }
+    }
+}
+
 static const struct ftr_dw_func *dwarf_func(const struct ftr_site *s)
 {
+    if (s->libcall) return NULL;
     for (size_t i = 0; i < ndwmods; i++)
         if (s->func >= dwmods[i].lo && s->func < dwmods[i].hi)
             return ftr_dwarf_params_find(&dwmods[i].p, s->func - dwmods[i].base);
@@ -246,7 +275,14 @@ unsigned ftr_values_site(const char *module, int is_main, const struct ftr_site 
     const struct ftr_dw_func *f =
         (a && a->from_dwarf) || (r && r->from_dwarf) || (auto_args && !a && !r) ? dwarf_func(s)
                                                                                 : NULL;
-    if (auto_args && !a && !r) { /* a spec that names the function goes before --auto-args */
+    const struct ftr_argspec *d =
+        s->libcall && ((a && a->from_dwarf) || (r && r->from_dwarf) || (auto_args && !a && !r))
+            ? libc_proto(s)
+            : NULL;
+    if (auto_args && !a && !r && s->libcall) {
+        if (!d) return 0;
+        proto_items(d, 1, 1, &p);
+    } else if (auto_args && !a && !r) { /* a spec that names the function goes before it */
         if (!f) return 0;
         dwarf_args(f, &p);
         struct ftr_argitem it;
@@ -256,6 +292,8 @@ unsigned ftr_values_site(const char *module, int is_main, const struct ftr_site 
     if (a && a->from_dwarf) {
         if (f)
             dwarf_args(f, &p);
+        else if (d)
+            proto_items(d, 1, 0, &p);
         else
             raw_args(&p);
     }
@@ -264,6 +302,10 @@ unsigned ftr_values_site(const char *module, int is_main, const struct ftr_site 
             p.ret = a->items[i], p.has_ret = 1;
         else
             p.args[p.nargs++] = a->items[i];
+    }
+    if (r && r->from_dwarf && d) { /* a library call's, from the table */
+        proto_items(d, 0, 1, &p);
+        r = NULL;
     }
     if (r && r->from_dwarf && f) { /* the return type (void: none) */
         struct ftr_argitem it;

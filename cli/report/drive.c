@@ -66,6 +66,11 @@ struct sthr {
     uint64_t *und; /* positions of the undecided entries: und[ulo .. un) */
     uint32_t ulo, un, ucap;
     uint64_t thr, lo_tsc, hi_tsc;
+    /* an INHERITED / SUSPENDED / RESUMED special that counts the next pend_n ENTRY (UNWIND)
+     * events: passed on as one special with arg 1 before each of them that is shown, since
+     * the shaper may hide some */
+    struct ftr_event pend;
+    uint32_t pend_n;
 };
 
 struct hent {
@@ -90,7 +95,7 @@ struct shaper {
 
 int frp_shaping(const struct frp_opts *o)
 {
-    return o && (o->filter || o->max_depth || o->threshold_ns || o->has_range);
+    return o && (o->filter || o->no_libcall || o->max_depth || o->threshold_ns || o->has_range);
 }
 
 /* Whether the filter selects a site's function: by its raw (mangled) name or its demangled
@@ -135,6 +140,11 @@ size_t frp_filter_count(struct frp_report *r, const struct ftr_filter *f)
 
 static int site_shown(struct shaper *sh, struct frp_process *p, uint32_t site)
 {
+    if (sh->o->no_libcall) {
+        const struct frp_process *owner = p;
+        const struct frp_site_meta *m = frp_site_meta(p, site, &owner);
+        if (m && m->kind == FTR_SITE_LIBCALL) return 0;
+    }
     if (!sh->o->filter) return 1;
     uint32_t pi = p->idx;
     if (pi < sh->r->nprocs && site < sh->visn[pi] && sh->vis[pi][site])
@@ -342,6 +352,17 @@ static int enqueue(struct shaper *sh, struct sthr *st, const struct frp_item *it
     return 0;
 }
 
+/* The counting special before an event it counts that is shown */
+static void pass_counted(struct shaper *sh, struct sthr *st, const struct frp_item *it)
+{
+    struct frp_item sp = *it;
+    sp.ev = st->pend;
+    sp.ev.arg = 1;
+    sp.vals = sp.next_vals = NULL;
+    sp.vals_len = sp.next_vals_len = 0;
+    if (enqueue(sh, st, &sp)) sh->nomem = 1;
+}
+
 static void shape_event(struct shaper *sh, const struct frp_item *it)
 {
     struct frp_thread *t = it->thread;
@@ -358,6 +379,9 @@ static void shape_event(struct shaper *sh, const struct frp_item *it)
             st->ulo++;
     if (st->ulo == st->un) st->ulo = st->un = 0;
 
+    int counted = st->pend_n &&
+                  (ev->kind == (st->pend.site == FTR_SP_SUSPENDED ? FTR_EV_UNWIND : FTR_EV_ENTRY));
+    if (counted) st->pend_n--;
     switch (ev->kind) {
     case FTR_EV_ENTRY: {
         const struct frp_opts *o = sh->o;
@@ -375,6 +399,7 @@ static void shape_event(struct shaper *sh, const struct frp_item *it)
         }
         st->raw[st->rdepth++] = (struct sraw){ev->site, (uint32_t)vis};
         if (!vis) break;
+        if (counted) pass_counted(sh, st, it);
         st->vdepth++;
         if (st->thr) {
             if (st->un == st->ucap) {
@@ -399,6 +424,7 @@ static void shape_event(struct shaper *sh, const struct frp_item *it)
             break;
         }
         if (!st->raw[--st->rdepth].vis) break;
+        if (counted) pass_counted(sh, st, it);
         st->vdepth--;
         if (st->ulo < st->un) { /* the call is undecided, so shorter than the threshold */
             uint64_t at = st->und[--st->un];
@@ -414,6 +440,13 @@ static void shape_event(struct shaper *sh, const struct frp_item *it)
         if (enqueue(sh, st, it)) sh->nomem = 1;
         break;
     default:
+        if (ev->kind == FTR_EV_SPECIAL &&
+            (ev->site == FTR_SP_INHERITED || ev->site == FTR_SP_SUSPENDED ||
+             ev->site == FTR_SP_RESUMED)) {
+            st->pend = *ev;
+            st->pend_n = ev->arg > UINT32_MAX ? UINT32_MAX : (uint32_t)ev->arg;
+            break;
+        }
         if (in_range && enqueue(sh, st, it)) sh->nomem = 1;
         break;
     }

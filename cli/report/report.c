@@ -233,7 +233,7 @@ static int load_sites(struct frp_report *r, const struct ftr_chunk_hdr *h)
         const char *name = frp_arena_str(&pv->arena, s->name, len);
         if (!name) return FTR_E_NOMEM;
         p->sites[s->site] = (struct frp_name){name, (uint32_t)len};
-        p->meta[s->site] = (struct frp_site_meta){name, s->func, midx};
+        p->meta[s->site] = (struct frp_site_meta){name, s->func, midx, s->kind};
         if (midx) p->modules[midx - 1].nsites++;
     }
     p->has_sites = 1;
@@ -712,6 +712,9 @@ size_t frp_mark_text(const struct frp_mark *m, char *buf, size_t n)
     case FTR_MARK_RETVAL:
         len = *m->text ? snprintf(buf, n, "%s '%s'", ftr_mark_name(m->what), m->text)
                        : snprintf(buf, n, "%s: none", ftr_mark_name(m->what));
+        break;
+    case FTR_MARK_LIBCALL:
+        len = snprintf(buf, n, "library calls %s", m->value ? "on" : "off");
         break;
     case FTR_MARK_DEPTH:
         len = m->value ? snprintf(buf, n, "max-depth %llu", (unsigned long long)m->value)

@@ -24,6 +24,7 @@ enum frp_sort { FRP_SORT_TOTAL, FRP_SORT_SELF, FRP_SORT_CALLS, FRP_SORT_AVG, FRP
 struct frp_opts {
     /* which calls: applied by the pipeline before any view sees them */
     const struct ftr_filter *filter;   /* functions to show, as if only they had been traced */
+    int no_libcall;                    /* library calls hidden, as if not traced */
     uint32_t max_depth;                /* calls nested deeper (after filtering) hidden; 0: all */
     uint64_t threshold_ns;             /* calls shorter than this hidden, with their callees */
     int has_range;                     /* show only events in [range_lo_ns, range_hi_ns] ... */

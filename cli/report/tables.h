@@ -35,6 +35,7 @@ struct frp_site_meta {
     const char *raw; /* the symbol as recorded (mangled), NULL when the trace has none */
     uint64_t func;   /* runtime address of the function */
     uint32_t module; /* index into the owning process's modules[] + 1; 0 = unknown */
+    uint8_t kind;    /* enum ftr_site_kind: a library call's module is the caller's */
 };
 
 /* What ftrace-ctl changed in a running process (a MARK chunk). */

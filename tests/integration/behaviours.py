@@ -54,7 +54,9 @@ class Case:
 # program must behave the same; the trees are compared without the values (--no-args).
 VALUES_ENV = ({"FTRACE_AUTO_ARGS": "1", "FTRACE_ARGS": "*@arg1/s,arg2/s,fparg1,arg7"}
               if os.environ.get("FTRACE_TEST_VALUES") else {})
-REPORT_ARGS = ["--no-args"] if VALUES_ENV else []
+# Library calls are traced (the default: every case runs with them) and left out of the trees
+# the cases compare; check_libcalls() looks at them in the whole report.
+REPORT_ARGS = ["--no-libcall"] + (["--no-args"] if VALUES_ENV else [])
 
 
 class Result:
@@ -63,9 +65,9 @@ class Result:
         self._info, self.facts = info, facts
         self.report_err = report_err  # what ftrace-report said on stderr
 
-    def view(self, view="--info"):
-        """ftrace-report VIEW of the trace (--info, --summary, ...)."""
-        return self._info(view)
+    def view(self, view="--info", libcalls=False):
+        """ftrace-report VIEW of the trace (--info, --summary, ...); libcalls: with them."""
+        return self._info(view, libcalls)
 
     def parents(self):
         """pid -> (parent pid, the parent is in this trace), from ftrace-report --info."""
@@ -88,9 +90,9 @@ Section = collections.namedtuple("Section", "header pid folded open")
 HEADER = re.compile(r"^# ftrace-run: .*  pid (\d+)  \d+ threads?  ")
 
 
-def parse_sections(text):
+def parse_sections(text, skipped=None):
     """The report, one section per process (each starting with its '# ftrace-run: ... pid N'
-    header line), each parsed by parse_graph."""
+    header line), each parsed by parse_graph; the pids of sections left out go to skipped."""
     sections, cur = [], None
     for line in text.splitlines(True):
         m = HEADER.match(line)
@@ -104,6 +106,14 @@ def parse_sections(text):
     out = []
     for header, pid, lines in sections:
         folded, open_calls = parse_graph("".join(lines))
+        # a process whose only calls were library calls (left out: --no-libcall) shows only
+        # the frames it inherited: as if it had not recorded (a fork child that only called
+        # execve or _exit), which it would not have without them
+        own = [x for x in lines if re.search(r"\|  .*\(\)( \{|;)$", x)]
+        if not own and "--no-libcall" in REPORT_ARGS:
+            if skipped is not None:
+                skipped.add(pid)
+            continue
         out.append(Section(header.rstrip("\n"), pid, folded, open_calls))
     return out
 
@@ -398,8 +408,11 @@ def check_deep(r):
         calls.get("recurse", 0) > 1000 and len(calls) == 3, "summary: %s" % calls
     info = r.view()
     m = re.search(r"\((\d+) calls\), 0 lost, (\d+) calls not traced \(stack too deep\)", info)
-    assert m and int(m.group(1)) == calls["recurse"] + 2 and \
-        int(m.group(2)) == 100001 - calls["recurse"], "info: %s" % re.findall(r"events .*", info)
+    # --info counts the library calls too (traced, left out of the trees): at least as many
+    libcalls = sum(summary_calls(r.view("--summary", libcalls=True)).values()) - sum(calls.values())
+    assert m and int(m.group(1)) == calls["recurse"] + 2 + libcalls and \
+        int(m.group(2)) >= 100001 - calls["recurse"], "info: %s (%d library calls)" % (
+            re.findall(r"events .*", info), libcalls)
 
 
 def check_file(name, content):
@@ -1028,23 +1041,29 @@ def run_case(flagset, opt, name, case, work, run_bin, report_bin):
         traced = run([run_bin, "-q", "-o", trace, exe] + case.args, cwd,
                      env=dict(os.environ, **VALUES_ENV, **case.env))
         compare_runs(base, traced, case.stderr)
-        sections = []
+        sections, skipped = [], set()
         if case.report:
             rep = run([report_bin] + REPORT_ARGS + case.graph_args + [trace], cwd)
             assert rep.returncode == 0, "ftrace-report failed (%d): %s" % (
                 rep.returncode, rep.stderr.strip())
-            sections = parse_sections(rep.stdout)
+            sections = parse_sections(rep.stdout, skipped)
             assert sections, "no process section in the report: %r" % rep.stdout[:300]
-        def info(view="--info"):
-            rep = run([report_bin] + REPORT_ARGS + [view, trace], cwd)
+        def info(view="--info", libcalls=False):
+            args = [a for a in REPORT_ARGS if not libcalls or a != "--no-libcall"]
+            rep = run([report_bin] + args + [view, trace], cwd)
             assert rep.returncode == 0, "ftrace-report %s failed: %s" % (view, rep.stderr.strip())
             return rep.stdout
         case.check(Result(base, traced, sections, cwd, info, facts,
                           report_err=rep.stderr if case.report else ""))
         if case.report:
+            # the whole report, library calls included, nests too
+            args = [a for a in REPORT_ARGS if a != "--no-libcall"]
+            full = run([report_bin] + args + case.graph_args + [trace], cwd)
+            assert full.returncode == 0, "ftrace-report (library calls) failed: %s" % full.stderr
+            parse_sections(full.stdout)
             ch = run([report_bin] + REPORT_ARGS + ["--chrome", trace], cwd)
             assert ch.returncode == 0, "ftrace-report --chrome failed: %s" % ch.stderr
-            chrome_open = check_chrome(ch.stdout)
+            chrome_open = check_chrome(ch.stdout, skipped)
             graph_open = collections.Counter()
             for s in sections:
                 for tid, st in s.open.items():

@@ -24,7 +24,20 @@ PROGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs")
 N = 3
 FULL = {"main": 1, "main;top": 1, "main;top;mid": N, "main;top;mid;leaf": 2 * N, "main;leaf": 1}
 
-# option args -> (environment, expected tree of the single thread; None: no events at all)
+# the library calls tree.c makes (at -O2 atoi is strtol); traced by default
+LIBC = {"strtol": 1, "printf": 1, "fwrite": 1}
+
+
+def with_libc(tree):
+    """tree, with the library calls main makes (a report that shows them)"""
+    t = dict(tree)
+    t.update({"main;" + k: v for k, v in LIBC.items()})
+    return ("libcalls", t)
+
+
+# option args -> (environment, expected tree of the single thread; None: no events at all).
+# The tree is of the program's functions (ftrace-report --no-libcall), or ("libcalls", tree):
+# the whole report, library calls included.
 CASES = [
     (["-F", "leaf"], {"FTRACE_FILTER": "leaf"}, {"leaf": 2 * N + 1}),
     (["-F", "-leaf"], {"FTRACE_FILTER": "-leaf"},
@@ -34,7 +47,13 @@ CASES = [
     (["-F", "@^(main|leaf)$"], {"FTRACE_FILTER": "@^(main|leaf)$"},
      {"main": 1, "main;leaf": 2 * N + 1}),
     (["-F", "exe:m*"], {"FTRACE_FILTER": "exe:m*"}, {"main": 1, "main;mid": N}),
-    (["-F", "libc.so*:*"], {"FTRACE_FILTER": "libc.so*:*"}, None),  # matches nothing
+    # the library calls into libc, and nothing else
+    (["-F", "libc.so*:*"], {"FTRACE_FILTER": "libc.so*:*"}, ("libcalls", LIBC)),
+    (["-F", "libc.so*:*,-printf"], {"FTRACE_FILTER": "libc.so*:*,-printf"},
+     ("libcalls", {"strtol": 1, "fwrite": 1})),
+    (["-F", "libnosuch.so:*"], {"FTRACE_FILTER": "libnosuch.so:*"}, None),  # matches nothing
+    (["--no-libcall"], {"FTRACE_LIBCALL": "0"}, ("libcalls", FULL)),
+    ([], {}, with_libc(FULL)),
     (["--max-depth", "2"], {"FTRACE_MAX_DEPTH": "2"},
      {"main": 1, "main;top": 1, "main;leaf": 1}),
     (["--max-depth", "0"], {"FTRACE_MAX_DEPTH": "0"}, FULL),
@@ -78,8 +97,8 @@ def run(cmd, cwd, env=None, timeout=60):
                           timeout=timeout)
 
 
-def tree_of(report_bin, trace, cwd):
-    rep = run([report_bin, trace], cwd)
+def tree_of(report_bin, trace, cwd, libcalls=False):
+    rep = run([report_bin] + ([] if libcalls else ["--no-libcall"]) + [trace], cwd)
     assert rep.returncode == 0, "ftrace-report: %s" % rep.stderr
     folded, open_calls = parse_graph(rep.stdout)
     assert not open_calls, "open calls: %s" % open_calls
@@ -135,8 +154,10 @@ def main():
                         r = run([exe, str(N)], work, env=e)
                     assert r.stdout == base.stdout and r.returncode == base.returncode, \
                         "program changed: %r %d" % (r.stdout, r.returncode)
-                    got = tree_of(report, trace, work)
-                    assert got == want, "tree %s, want %s" % (got, want)
+                    libcalls = isinstance(want, tuple)
+                    w = want[1] if libcalls else want
+                    got = tree_of(report, trace, work, libcalls)
+                    assert got == w, "tree %s, want %s" % (got, w)
                 check(tag, one)
         # durations on every clock path agree with the program's own clock within 2%: a
         # 100 ms sleep, measured by the program inside the traced call and around it (the

@@ -37,6 +37,31 @@ FLAGSETS = {
 }
 
 
+class Cases:
+    """Named checks, each printed as "ok   NAME" or "FAIL NAME: why", in a scratch directory
+    (work) that finish() removes unless keep; finish() returns the exit status."""
+
+    def __init__(self, prefix, keep=False):
+        self.work, self.keep, self.passed, self.failed = tempfile.mkdtemp(prefix=prefix), keep, 0, 0
+
+    def __call__(self, name, fn):
+        try:
+            fn()
+            print("ok   %s" % name)
+            self.passed += 1
+        except (AssertionError, subprocess.TimeoutExpired) as e:
+            print("FAIL %s: %s" % (name, e))
+            self.failed += 1
+
+    def finish(self):
+        if self.keep:
+            print("kept %s" % self.work)
+        else:
+            shutil.rmtree(self.work, ignore_errors=True)
+        print("%d passed, %d failed" % (self.passed, self.failed))
+        return 1 if self.failed or not self.passed else 0
+
+
 def expect_tree(n):
     # one thread: folded stack -> calls
     return [{"main": 1, "main;top": 1, "main;top;mid": n, "main;top;mid;leaf": 2 * n,
@@ -139,9 +164,11 @@ def run(cmd, cwd, **kw):
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120, **kw)
 
 
-def check_chrome(text):
-    """Parses the JSON; returns {tid: B events left open}, after checking no E lacks its B."""
+def check_chrome(text, skip_pids=()):
+    """Parses the JSON; returns {tid: B events left open}, after checking no E lacks its B.
+    Events of skip_pids are left out."""
     doc = json.loads(text)
+    doc["traceEvents"] = [ev for ev in doc["traceEvents"] if ev.get("pid") not in skip_pids]
     # every thread is named by a THREAD chunk (not the report's "main N"/"thread N" fallback)
     named = {ev["tid"] for ev in doc["traceEvents"]
              if ev["ph"] == "M" and ev["name"] == "thread_name"
@@ -230,13 +257,15 @@ def run_traced(exe, args, work, run_bin, trace):
 def check_report(report_bin, trace, work, checker):
     """ftrace-report TRACE: parses the graph, runs checker(folded per tid, open calls per tid),
     checks the header, and that --chrome leaves the same calls open."""
-    rep = run([report_bin, trace], work)
+    # library calls are traced (the default) but left out here: the trees are the program's
+    # own functions; libcall_tests.py checks the library calls themselves
+    rep = run([report_bin, "--no-libcall", trace], work)
     assert rep.returncode == 0, "ftrace-report failed: %s" % rep.stderr
     got, open_calls = parse_graph(rep.stdout)
     checker(got, open_calls)
     hdr = rep.stdout.splitlines()[0]
     assert "pid" in hdr and "calls" in hdr, "header line: %r" % hdr
-    ch = run([report_bin, "--chrome", trace], work)
+    ch = run([report_bin, "--no-libcall", "--chrome", trace], work)
     assert ch.returncode == 0, "ftrace-report --chrome failed: %s" % ch.stderr
     chrome_open = check_chrome(ch.stdout)
     graph_open = {tid: len(st) for tid, st in open_calls.items()}

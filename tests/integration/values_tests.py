@@ -185,7 +185,7 @@ def spec_args(specs):
 
 
 def check_chrome(bindir, trace):
-    r = run([os.path.join(bindir, "ftrace-report"), "--chrome", trace])
+    r = run([os.path.join(bindir, "ftrace-report"), "--no-libcall", "--chrome", trace])
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     begins = {ev["name"]: ev for ev in doc["traceEvents"] if ev.get("ph") in ("B", "X")
@@ -231,7 +231,7 @@ def one(bindir, work, fs, opt, src, specs, want, by_env=False):
     for what in ("stdout", "stderr", "returncode"):
         assert getattr(traced, what) == getattr(plain, what), "%s differs: %r vs %r" % (
             what, getattr(traced, what), getattr(plain, what))
-    r = run([os.path.join(bindir, "ftrace-report"), trace])
+    r = run([os.path.join(bindir, "ftrace-report"), "--no-libcall", trace])
     assert r.returncode == 0, r.stderr
     got = body_lines(r.stdout)
     assert same_lines(got, want), "graph differs:\n got %s\nwant %s" % (
@@ -290,7 +290,7 @@ def check_ctl(bindir, work):
         open(stop, "w").close()
         out, err = p.communicate(timeout=TIMEOUT)
     assert p.returncode == 0 and out == "bvalues_loop ok\n" and not err, (p.returncode, out, err)
-    r = run([os.path.join(bindir, "ftrace-report"), trace])
+    r = run([os.path.join(bindir, "ftrace-report"), "--no-libcall", trace])
     assert r.returncode == 0, r.stderr
     phase, seen = 0, [0, 0, 0, 0]
     forms = [re.compile(r"^  work\(\);$"), re.compile(r'^  work\((\d+), "xyz"\);$'),

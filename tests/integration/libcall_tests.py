@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""Library calls: calls through the PLT / GOT into other libraries, traced by default.
+
+progs/blibcall.c (and the dlopen()ed progs/libblibcall.c), built at -O0 and -O2 with each flag
+set of run_integration.py, plus -fno-plt (GOT calls) and full RELRO (-z now: the GOT is
+read-only once relocated). Each run checks:
+  - stdout, stderr and the exit status are the untraced run's (abs's address, taken by the
+    program, is still abs: a GOT slot that is read is never hooked);
+  - the whole tree, library calls included, is exactly WANT: leaves with their durations,
+    qsort calling back into the traced cmp, longjmp and exit (they never return), a thread's
+    getpid, a dlopen()ed library's strlen;
+  - --no-libcall (and FTRACE_LIBCALL=0): the same tree without them;
+  - filters: -F 'main,run,libc.so.6:str*' (a module-qualified selection), '*,-malloc,-free';
+  - --auto-args: the arguments and return values of the libc prototype table;
+  - ftrace-ctl PID libcall off / on while the program runs: each phase as asked, marked.
+
+usage: libcall_tests.py --bin DIR [--flagset NAME ...] [--keep]
+"""
+import argparse
+import collections
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from run_integration import FLAGSETS, Cases, parse_graph  # noqa: E402
+
+PROGS = os.path.join(HERE, "progs")
+TIMEOUT = 60
+
+# main's thread; memcpy is inlined by some builds (counted 0 or 1)
+WANT = {
+    "main": 1,
+    "main;run": 1, "main;run;malloc": 1, "main;run;strlen": 1, "main;run;write": 1,
+    "main;run;free": 1,
+    "main;sorter": 1, "main;sorter;qsort": 1, "main;sorter;qsort;cmp": 5,
+    "main;sorter;snprintf": 1, "main;sorter;fputs": 1,
+    "main;pointers": 1, "main;pointers;printf": 1,
+    "main;jumper": 1, "main;jumper;longjmp": 1,
+    "main;threads": 1, "main;threads;pthread_create": 1, "main;threads;pthread_join": 1,
+    "main;plugin": 1, "main;plugin;dlopen": 1, "main;plugin;dlsym": 1,
+    "main;plugin;plug_len": 1, "main;plugin;plug_len;strlen": 1, "main;plugin;printf": 1,
+    "main;plugin;dlclose": 1,
+    "main;fflush": 1, "main;exit": 1,
+}
+OPTIONAL = {"main;run;memcpy"}
+WORKER = {"worker": 1, "worker;getpid": 1}
+OPEN = ["main", "exit"]  # exit never returns
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, **kw)
+
+
+class Build:
+    def __init__(self, work, fs, opt, extra_cflags="", extra_ldflags=""):
+        cc, cflags, ldflags, libflags = FLAGSETS[fs]
+        tag = "%s-%s%s" % (fs, opt, "-x%d" % abs(hash(extra_cflags + extra_ldflags))
+                           if extra_cflags or extra_ldflags else "")
+        self.exe = os.path.join(work, "blibcall-" + tag)
+        self.lib = os.path.join(work, "libblibcall-%s.so" % tag)
+        if not os.path.exists(self.exe):
+            for cmd in ("%s -%s %s %s -fPIC -shared -I%s -o %s %s/libblibcall.c" % (
+                            cc, opt, libflags, extra_cflags, PROGS, self.lib, PROGS),
+                        "%s -%s %s %s -I%s -o %s %s/blibcall.c -pthread -ldl %s %s" % (
+                            cc, opt, cflags, extra_cflags, PROGS, self.exe, PROGS, ldflags,
+                            extra_ldflags)):
+                b = run(cmd, shell=True)
+                assert b.returncode == 0, "build failed: %s\n%s" % (cmd, b.stderr)
+
+
+def trace(bindir, work, exe, args, opts=(), env=None):
+    """Runs exe untraced and traced; checks they behave the same. @return the trace's path"""
+    plain = run([exe] + args, cwd=work)
+    path = os.path.join(work, "t.ftr")
+    if os.path.exists(path):
+        os.unlink(path)
+    e = dict(os.environ, **(env or {}))
+    traced = run([os.path.join(bindir, "ftrace-run"), "-q", "-o", path] + list(opts) + [exe] +
+                 args, cwd=work, env=e)
+    for what in ("stdout", "stderr", "returncode"):
+        assert getattr(traced, what) == getattr(plain, what), "%s differs: %r vs %r" % (
+            what, getattr(traced, what), getattr(plain, what))
+    assert "abs same 7" in plain.stdout, plain.stdout
+    return path
+
+
+def graph(bindir, path, *extra):
+    r = run([os.path.join(bindir, "ftrace-report")] + list(extra) + [path])
+    assert r.returncode == 0 and not r.stderr, "ftrace-report: %s" % r.stderr
+    return r.stdout
+
+
+def check_tree(text, want=WANT, worker=WORKER, optional=OPTIONAL, open_=OPEN):
+    folded, open_calls = parse_graph(text)
+    trees = {tid: dict(c) for tid, c in folded.items()}
+    mains = [tid for tid, t in trees.items() if "main" in t]
+    assert len(mains) == 1 and len(trees) == (2 if worker else 1), "threads: %s" % trees
+    got = {k: v for k, v in trees[mains[0]].items() if k not in optional or v != 1}
+    assert got == want, "main's tree differs:\n got %s\nwant %s\n diff %s" % (
+        sorted(got.items()), sorted(want.items()),
+        sorted(set(got.items()) ^ set(want.items())))
+    if worker:
+        other = [t for tid, t in trees.items() if tid != mains[0]][0]
+        assert other == worker, "worker's tree: %s" % other
+    assert open_calls.get(mains[0], []) == open_, "open: %s" % open_calls
+
+
+def without(tree, *names):
+    return {k: v for k, v in tree.items() if k.split(";")[-1] not in names}
+
+
+FUNCS = {"main", "run", "sorter", "cmp", "pointers", "jumper", "threads", "worker", "plugin",
+         "plug_len"}
+
+
+def only_functions(tree):
+    """tree as if the library calls had not been traced (their callees move up)"""
+    out = collections.Counter()
+    for k, v in tree.items():
+        parts = k.split(";")
+        if parts[-1] in FUNCS:
+            out[";".join(x for x in parts if x in FUNCS)] += v
+    return dict(out)
+
+
+def case_tree(bindir, work, b):
+    path = trace(bindir, work, b.exe, [b.lib])
+    check_tree(graph(bindir, path))
+    # the same trace without its library calls
+    check_tree(graph(bindir, path, "--no-libcall"), only_functions(WANT),
+               only_functions(WORKER), (), ["main"])
+
+
+def case_off(bindir, work, b):
+    for opts, env in (["--no-libcall"], None), ([], {"FTRACE_LIBCALL": "0"}):
+        path = trace(bindir, work, b.exe, [b.lib], opts, env)
+        check_tree(graph(bindir, path), only_functions(WANT), only_functions(WORKER), (),
+                   ["main"])
+
+
+def case_filters(bindir, work, b):
+    path = trace(bindir, work, b.exe, [b.lib], ["-F", "main,run,libc.so.6:str*"])
+    # plug_len is not selected: the strlen its library calls is main's callee now
+    check_tree(graph(bindir, path),
+               {"main": 1, "main;run": 1, "main;run;strlen": 1, "main;strlen": 1}, None, (),
+               ["main"])
+    path = trace(bindir, work, b.exe, [b.lib], ["-F", "*,-malloc,-free"])
+    check_tree(graph(bindir, path), without(WANT, "malloc", "free"))
+
+
+ARGS_WANT = [
+    re.compile(r"^    malloc\(64\) = 0x[0-9a-f]+;$"),
+    re.compile(r'^    strlen\("hello, world\\n"\) = 13;$'),
+    re.compile(r"^    write\(1, 0x[0-9a-f]+, 13\) = 13;$"),
+    re.compile(r"^    free\(0x[0-9a-f]+\);$"),
+    re.compile(r"^  getpid\(\) = \d+;$"),
+    re.compile(r"^      strlen\(\"abc\"\) = 3;$"),
+    re.compile(r"^    pthread_join\(0x[0-9a-f]+, 0x[0-9a-f]+\) = 0;$"),
+    re.compile(r"^  exit\(3\) \{$"),
+]
+LINE = re.compile(r"^\s*\d+\) [^|]*\|  (.*)$")
+
+
+def case_auto_args(bindir, work, b):
+    path = trace(bindir, work, b.exe, [b.lib], ["--auto-args"])
+    text = graph(bindir, path)
+    lines = [LINE.match(x).group(1) for x in text.splitlines()
+             if x.strip() and not x.startswith("#")]
+    for w in ARGS_WANT:
+        assert any(w.match(x) for x in lines), "no line like %s in\n%s" % (
+            w.pattern, "\n".join(lines))
+    # the tree itself is unchanged by the values
+    check_tree(re.sub(r"\((?:[^()]|\([^()]*\))*\)( = [^;{]*)?(;| \{)", r"()\2", text))
+
+
+def case_ctl(bindir, work, b):
+    """ftrace-ctl PID libcall off, then on: run()'s library calls stop, then come back"""
+    stop = os.path.join(work, "stop")
+    if os.path.exists(stop):
+        os.unlink(stop)
+    path = os.path.join(work, "loop.ftr")
+    p = subprocess.Popen([os.path.join(bindir, "ftrace-run"), "-q", "-o", path, b.exe, "loop",
+                          stop], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ctl = os.path.join(bindir, "ftrace-ctl")
+    try:
+        for cmd, want in ((["libcall", "maybe"], 2), (["libcall", "off"], 0),
+                          (["status"], 0), (["libcall", "on"], 0)):
+            time.sleep(0.2)
+            r = run([ctl, "-t", "5000", str(p.pid)] + cmd)
+            assert r.returncode == want, "ftrace-ctl %s: %d %r" % (cmd, r.returncode, r.stderr)
+            if cmd == ["status"]:
+                assert "libcalls: off" in r.stdout, r.stdout
+        time.sleep(0.2)
+    finally:
+        open(stop, "w").close()
+        out, err = p.communicate(timeout=TIMEOUT)
+    assert p.returncode == 0 and not err, (p.returncode, err)
+    phase, seen = 0, collections.Counter()
+    for line in graph(bindir, path).splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        body = LINE.match(line).group(1)
+        if body.strip().startswith("/* library calls"):
+            phase += 1
+            continue
+        if body.strip() in ("run() {", "run();"):
+            seen[(phase, body.strip())] += 1
+    assert phase == 2, "marks seen: %d" % phase
+    assert seen[(0, "run() {")] and not seen[(0, "run();")], seen
+    assert seen[(1, "run();")] and not seen[(1, "run() {")], seen
+    assert seen[(2, "run() {")], seen
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--flagset", action="append", choices=sorted(FLAGSETS))
+    ap.add_argument("--keep", action="store_true")
+    a = ap.parse_args()
+    bindir = os.path.abspath(a.bin)
+    case = Cases("ftr-libcall-", a.keep)
+    work = case.work
+    for fs in a.flagset or sorted(FLAGSETS):
+        for opt in ("O0", "O2"):
+            b = Build(work, fs, opt)
+            case("%s/%s tree" % (fs, opt), lambda b=b: case_tree(bindir, work, b))
+    b = Build(work, "gcc-pgfentry", "O2")
+    case("gcc-pgfentry/O2 --no-libcall", lambda: case_off(bindir, work, b))
+    case("gcc-pgfentry/O2 filters", lambda: case_filters(bindir, work, b))
+    case("gcc-pgfentry/O2 --auto-args", lambda: case_auto_args(bindir, work, b))
+    case("gcc-pgfentry/O2 ftrace-ctl libcall", lambda: case_ctl(bindir, work, b))
+    for fs in ("gcc-pgfentry", "clang-pgfentry"):
+        for opt in ("O0", "O2"):
+            nb = Build(work, fs, opt, "-fno-plt")
+            case("%s/%s -fno-plt tree" % (fs, opt), lambda b=nb: case_tree(bindir, work, b))
+    rb = Build(work, "gcc-pgfentry", "O2", "", "-Wl,-z,now,-z,relro")
+    case("gcc-pgfentry/O2 full RELRO tree", lambda: case_tree(bindir, work, rb))
+    return case.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
