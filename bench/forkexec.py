@@ -49,6 +49,8 @@ def main():
     ap.add_argument("--n", type=int, default=300, help="children per run")
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--quick", action="store_true", help="3 rounds, N=50")
+    ap.add_argument("--also", action="append", default=[], metavar="OPTION",
+                    help="also ftrace-run OPTION (of the first build), e.g. --also=--no-libcall")
     a = ap.parse_args()
     if a.quick:
         a.rounds, a.n = 3, 50
@@ -58,8 +60,11 @@ def main():
             ap.error("no mode %s (modes: %s)" % (m, ", ".join(MODES)))
     tools = ["untraced"] + ["ftrace-run" if len(a.build_dir) == 1 else "ftrace-run@%s" % b
                             for b in a.build_dir]
-    run_bin = {t: os.path.join(os.path.abspath(b), "ftrace-run")
+    run_bin = {t: [os.path.join(os.path.abspath(b), "ftrace-run")]
                for t, b in zip(tools[1:], a.build_dir)}
+    for opt in a.also:
+        tools.append("ftrace-run " + opt)
+        run_bin[tools[-1]] = [os.path.join(os.path.abspath(a.build_dir[0]), "ftrace-run"), opt]
     os.makedirs(a.work_dir, exist_ok=True)
     exe = os.path.join(a.work_dir, "forkexec")
     subprocess.run(["gcc", "-O2", "-g", "-pg", "-mfentry", "-o", exe,
@@ -78,7 +83,7 @@ def main():
         for tool, mode, n in order:
             cmd = [exe, mode, str(n)]
             if tool != "untraced":
-                cmd = [run_bin[tool], "-q", "-o", trace] + cmd
+                cmd = run_bin[tool] + ["-q", "-o", trace] + cmd
             samples[(tool, mode, n)].append(measure(cmd, env))
         print("round %d/%d done" % (r + 1, a.rounds), file=sys.stderr)
 

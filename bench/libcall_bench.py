@@ -9,7 +9,8 @@ machinery: CPU time = user+sys of the whole process tree, medians), each at N an
 N to subtract the fixed start-up cost. Reported: the whole-run CPU and wall time over the
 untraced build, and per library call the CPU added by turning them on, i.e.
 (cpu(libcalls on) - cpu(--no-libcall)) / library calls, the count being ftrace-run's (calls
-traced with them minus without); uftrace's is divided by the same count.
+traced with them minus without); uftrace's is divided by the same count. --auto-args rows: the
+CPU the values add per call (library calls included) over the same tool's default.
 
     python3 bench/libcall_bench.py --build-dir build [--rounds 5] [--n 20000]
 """
@@ -63,17 +64,24 @@ def main():
           f"calls; untraced {base * 1e3:.1f} ms CPU; {a.rounds} rounds, medians")
     print()
     print("| configuration | CPU over untraced (ms) | wall over untraced (ms) | "
-          "CPU ns per library call |")
-    print("|---|---:|---:|---:|")
-    off = {"ftrace-run": None, "uftrace": None}
+          "CPU ns per traced call | CPU ns added per library call | CPU ns added per call "
+          "by the values |")
+    print("|---|---:|---:|---:|---:|---:|")
+    ref = {}
     for c in cfgs[1:]:
         cpu, wall = extra(c, "cpu"), extra(c, "wall")
+        ncalls = fcalls_off if c.extra == ["--no-libcall"] else fcalls_on
+        lib = vals = "-"
         if c.extra == ["--no-libcall"]:
-            off[c.tool] = cpu
-            per = "-"
-        else:
-            per = f"{(cpu - off[c.tool]) / nlib * 1e9:.1f}" if off[c.tool] is not None else "?"
-        print(f"| {c.tool} {' '.join(c.extra)} | {cpu * 1e3:.1f} | {wall * 1e3:.1f} | {per} |")
+            ref[c.tool, "off"] = cpu
+        elif not c.extra:
+            ref[c.tool, "on"] = cpu
+            if (c.tool, "off") in ref:
+                lib = f"{(cpu - ref[c.tool, 'off']) / nlib * 1e9:.1f}"
+        elif (c.tool, "on") in ref:
+            vals = f"{(cpu - ref[c.tool, 'on']) / fcalls_on * 1e9:.1f}"
+        print(f"| {c.tool} {' '.join(c.extra)} | {cpu * 1e3:.1f} | {wall * 1e3:.1f} | "
+              f"{cpu / ncalls * 1e9:.1f} | {lib} | {vals} |")
     print()
     print("building blocks, ns (bench/blocks.c): " +
           ", ".join(rb.sh([os.path.join(a.work_dir, "bin", "blocks")]).splitlines()))
