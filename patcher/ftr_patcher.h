@@ -6,6 +6,8 @@
  *   x86_64_insn.c  decide: recognise site shapes in byte buffers (a small length decoder).
  *   x86_64_gen.c   generate: the bytes of a NOP / CALL / JMP state and of a per-site stub, and
  *                  what the new bytes do (for the breakpoint handler). Pure, tested on buffers.
+ *   elf_got.c      the GOT slots through which a module calls other modules (library calls);
+ *   x86_64_got.c   ... and which of them its text does more with than call through.
  *   elf_sites.c    find the sites of one loaded module: __mcount_loc, __patchable_function_entries,
  *                  else the symbol table; name each site's function; read the build-id.
  *   dwarf_args.c   which functions of a module take all their arguments in registers, from its

@@ -10,6 +10,8 @@
  *                   makecontext() coroutine stack (ucontext_x86_64.S wraps makecontext)
  *   writer.c        the writer thread: encodes chunks (formats/) and appends them to the file
  *   modules.c       the module registry: sites, stubs, patching (alone / live / parked + live)
+ *   libcalls.c      library calls: a traced module's GOT slots given stubs (libcalls.h);
+ *                   libc_protos.c, what --auto-args records for the common libc functions
  *   dlwrap.c        dlopen()/dlclose() interposed: patch or forget modules under the registry lock
  *   dlsearch.c      dlopen()'s caller's library search path, redone on its behalf
  *   dynsym.c        a symbol of a loaded object, looked up without the loader's lock
