@@ -54,6 +54,14 @@ class Case:
 # program must behave the same; the trees are compared without the values (--no-args).
 VALUES_ENV = ({"FTRACE_AUTO_ARGS": "1", "FTRACE_ARGS": "*@arg1/s,arg2/s,fparg1,arg7"}
               if os.environ.get("FTRACE_TEST_VALUES") else {})
+# The library calls these cases must show (their own, which never return or return twice
+# among them), in the whole report
+LIBCALLS = {
+    "jmp-longjmp": ["longjmp"], "jmp-siglongjmp": ["siglongjmp"],
+    "proc-fork": ["fork"], "proc-forkret": ["fork", "waitpid"], "proc-exec": ["execve"],
+    "threads-exit": ["pthread_exit"], "threads-mainexit": ["pthread_exit"],
+    "lib-dlopen": ["dlopen", "dlclose"],
+}
 # Library calls are traced (the default: every case runs with them) and left out of the trees
 # the cases compare; check_libcalls() looks at them in the whole report.
 REPORT_ARGS = ["--no-libcall"] + (["--no-args"] if VALUES_ENV else [])
@@ -1060,7 +1068,15 @@ def run_case(flagset, opt, name, case, work, run_bin, report_bin):
             args = [a for a in REPORT_ARGS if a != "--no-libcall"]
             full = run([report_bin] + args + case.graph_args + [trace], cwd)
             assert full.returncode == 0, "ftrace-report (library calls) failed: %s" % full.stderr
-            parse_sections(full.stdout)
+            called = set()
+            for sec in parse_sections(full.stdout):
+                for tree in sec.folded.values():
+                    called |= {path.split(";")[-1] for path in tree}
+                for st in sec.open.values():
+                    called |= set(st)
+            missing = [n for n in LIBCALLS.get(name.split("/")[-1], ()) if n not in called]
+            assert not missing, "library calls not in the report: %s (it has %s)" % (
+                missing, sorted(called))
             ch = run([report_bin] + REPORT_ARGS + ["--chrome", trace], cwd)
             assert ch.returncode == 0, "ftrace-report --chrome failed: %s" % ch.stderr
             chrome_open = check_chrome(ch.stdout, skipped)
