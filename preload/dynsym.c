@@ -3,6 +3,7 @@
  * only: no lock, no allocation, callable from a signal handler (dlsym() takes the loader's lock).
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <string.h>
@@ -130,4 +131,9 @@ void *ftr_dynsym_anywhere(const char *name)
     struct anywhere a = {name, NULL};
     dl_iterate_phdr(look_in, &a);
     return a.found;
+}
+
+void *ftr_next_sym(const char *name)
+{
+    return ftr_dynsym_anywhere(name) ? dlsym(RTLD_NEXT, name) : NULL;
 }

@@ -17,7 +17,9 @@
  * an object loaded later than the start, outside the module's dependencies) or is not found is
  * left alone: the loader binds it when it is first called, untraced.
  *
- * Never hooked: what must not gain a frame (setjmp & co return twice, vfork's child returns on
+ * Never hooked: what looks at its return address to find its caller (dlsym(RTLD_NEXT), dlopen's
+ * RUNPATH and $ORIGIN: through a stub the caller would be our return hook), what must not gain
+ * a frame (setjmp & co return twice, vfork's child returns on
  * the parent's stack, the context switches and clone), what unwinds the stack (the C++ ABI and
  * _Unwind_*: unwind.c covers those through the program's frames), the hooks' own entry points
  * (mcount, __fentry__), the stack walkers (backtrace, libunwind: unwind.c corrects them for the
@@ -73,42 +75,17 @@ void ftr_libcalls_enable(int on)
 
 static int excluded(const char *n)
 {
-    static const char *const exact[] = {"setjmp",
-                                        "_setjmp",
-                                        "__setjmp",
-                                        "sigsetjmp",
-                                        "__sigsetjmp",
-                                        "savectx",
-                                        "vfork",
-                                        "__vfork",
-                                        "clone",
-                                        "__clone",
-                                        "clone3",
-                                        "__clone3",
-                                        "getcontext",
-                                        "setcontext",
-                                        "swapcontext",
-                                        "makecontext",
-                                        "syscall",
-                                        "__libc_start_main",
-                                        "__libc_start_call_main",
-                                        "mcount",
-                                        "_mcount",
-                                        "__fentry__",
-                                        "__cyg_profile_func_enter",
-                                        "__cyg_profile_func_exit",
-                                        "__tls_get_addr",
-                                        "__gmon_start__",
-                                        "__stack_chk_fail",
-                                        "__gxx_personality_v0",
-                                        "__gcc_personality_v0",
-                                        "_ITM_registerTMCloneTable",
-                                        "_ITM_deregisterTMCloneTable",
-                                        "__register_frame_info",
-                                        "__deregister_frame_info",
-                                        "__monstartup",
-                                        "_mcleanup",
-                                        "moncontrol"};
+    static const char *const exact[] = {
+        "setjmp", "_setjmp", "__setjmp", "sigsetjmp", "__sigsetjmp", "savectx", "vfork", "__vfork",
+        "clone", "__clone", "clone3", "__clone3", "getcontext", "setcontext", "swapcontext",
+        "makecontext", "syscall", "__libc_start_main", "__libc_start_call_main", "mcount",
+        "_mcount", "__fentry__", "__cyg_profile_func_enter", "__cyg_profile_func_exit",
+        "__tls_get_addr", "__gmon_start__", "__stack_chk_fail", "__gxx_personality_v0",
+        "__gcc_personality_v0", "_ITM_registerTMCloneTable", "_ITM_deregisterTMCloneTable",
+        "__register_frame_info", "__deregister_frame_info", "__monstartup", "_mcleanup",
+        "moncontrol",
+        /* they look at their caller, which through a stub would be our return hook */
+        "dlsym", "dlvsym", "dlopen", "dlmopen", "__libc_dlopen_mode", "__libc_dlsym"};
     static const char *const prefix[] = {"__cxa_",  "_Unwind_", "_dl_",   "__asan",   "__ubsan",
                                          "__tsan",  "__msan",   "__lsan", "__hwasan", "__sanitizer",
                                          "__llvm_", "__xray",   "_U",     "unw_",     "backtrace"};

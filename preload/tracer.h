@@ -245,6 +245,10 @@ int ftr_dynsym_version(const struct link_map *m, const char *name) FTR_HIDDEN;
 /* the first definition of name in the loaded objects but ours, in load order (takes the
  * loader's lock: dl_iterate_phdr) */
 void *ftr_dynsym_anywhere(const char *name) FTR_HIDDEN;
+/* dlsym(RTLD_NEXT, name) only where some object defines name (an IFUNC counts as none): a
+ * dlsym() that fails leaves an error string that the next dl call frees through the program's
+ * free(), which a preloaded wrapper that calls dlsym() from free() cannot survive */
+void *ftr_next_sym(const char *name) FTR_HIDDEN;
 /* In a fork child: the frames inherited from the parent are entered again, now, in the
  * child's own stream, so that its tree nests and closes. */
 void ftr_reopen_frames(void) FTR_HIDDEN;

@@ -131,12 +131,12 @@ static find_fde_fn next_for(uintptr_t caller)
 
 void ftr_unwind_fde_resolve(void)
 {
-    void *p = dlsym(RTLD_NEXT, "_Unwind_Find_FDE");
+    void *p = ftr_next_sym("_Unwind_Find_FDE"); /* libgcc_s may not be loaded */
     if (p && p != (void *)ftr_find_fde)
         atomic_store_explicit(&next_global, (find_fde_fn)p, memory_order_release);
 #if __GLIBC_PREREQ(2, 35)
     if (!atomic_load(&real_dlfo)) {
-        p = dlsym(RTLD_NEXT, "_dl_find_object");
+        p = ftr_next_sym("_dl_find_object");
         if (p) atomic_store_explicit(&real_dlfo, (dlfo_fn)p, memory_order_release);
     }
 #endif

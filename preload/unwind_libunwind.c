@@ -49,12 +49,13 @@ struct lu_api {
 static struct lu_api local_api = {"_ULx86_64_step", "_ULx86_64_get_reg", "_ULx86_64_set_reg"};
 static struct lu_api generic_api = {"_Ux86_64_step", "_Ux86_64_get_reg", "_Ux86_64_set_reg"};
 static lu_backtrace_fn real_lu_backtrace;
+
 static void resolve_api(struct lu_api *a)
 {
     if (a->step) return;
-    get_reg_fn get = (get_reg_fn)dlsym(RTLD_NEXT, a->get_name);
-    set_reg_fn set = (set_reg_fn)dlsym(RTLD_NEXT, a->set_name);
-    step_fn step = (step_fn)dlsym(RTLD_NEXT, a->step_name);
+    get_reg_fn get = (get_reg_fn)ftr_next_sym(a->get_name);
+    set_reg_fn set = (set_reg_fn)ftr_next_sym(a->set_name);
+    step_fn step = (step_fn)ftr_next_sym(a->step_name);
     if (!get || !set || !step) return;
     a->get = get;
     a->set = set;
@@ -66,7 +67,7 @@ void ftr_libunwind_resolve(void)
     resolve_api(&local_api);
     resolve_api(&generic_api);
     if (!real_lu_backtrace)
-        __atomic_store_n(&real_lu_backtrace, (lu_backtrace_fn)dlsym(RTLD_NEXT, "unw_backtrace"),
+        __atomic_store_n(&real_lu_backtrace, (lu_backtrace_fn)ftr_next_sym("unw_backtrace"),
                          __ATOMIC_RELEASE);
 }
 
