@@ -242,10 +242,11 @@ def case_callers(bindir, work):
     folded, _ = parse_graph(graph(bindir, path))
     tree = [dict(c) for c in folded.values()][0]
     assert tree.get("main;puts") == 1 and tree.get("main;puts;puts") is None, tree
-    # the malloc wrapper, preloaded beside the tracer
-    env = dict(os.environ, LD_PRELOAD=os.path.join(d, "libblc_malloc.so"))
-    r = run([os.path.join(bindir, "ftrace-run"), "-q", "-o", path, "/bin/echo", "hi"], cwd=work,
-            env=env)
+    # the malloc wrapper, preloaded before the tracer (as LD_PRELOAD=... ftrace-run would, but
+    # not into ftrace-run itself, which may be an ASan build)
+    env = dict(os.environ, LD_PRELOAD=os.path.join(d, "libblc_malloc.so") + ":" +
+               os.path.join(bindir, "libftrace.so"), FTRACE_OUTPUT=path, FTRACE_QUIET="1")
+    r = run(["/bin/echo", "hi"], cwd=work, env=env)
     assert r.returncode == 0 and r.stdout == "hi\n", (r.returncode, r.stdout, r.stderr)
 
 
