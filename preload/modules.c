@@ -611,8 +611,9 @@ void ftr_modules_rescan(void)
         if (md->seen || md->is_main) continue; /* the executable never goes */
         /* Unloaded: nothing can reach its stubs any more, once its text is really gone; if the
          * pages are still mapped (or mapped again), the stubs stay (a page or so, for good). */
-        ftr_libcalls_free(&md->lc, !md->gone && md->stubs && !text_mapped(md));
-        if (!md->gone && md->stubs && !text_mapped(md)) {
+        int text_gone = !md->gone && md->stubs && !text_mapped(md);
+        ftr_libcalls_free(&md->lc, text_gone);
+        if (text_gone) {
             ftr_unwind_code_remove(md->stubs);
             munmap(md->stubs, md->stubs_len);
             if (md->mirror) {

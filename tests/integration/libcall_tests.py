@@ -16,7 +16,6 @@ read-only once relocated). Each run checks:
 
 usage: libcall_tests.py --bin DIR [--flagset NAME ...] [--keep]
 """
-import argparse
 import collections
 import os
 import re
@@ -26,7 +25,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from run_integration import FLAGSETS, Cases, parse_graph  # noqa: E402
+from run_integration import FLAGSETS, Cases, case_args, parse_graph  # noqa: E402
 
 PROGS = os.path.join(HERE, "progs")
 TIMEOUT = 60
@@ -251,11 +250,7 @@ def case_callers(bindir, work):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--flagset", action="append", choices=sorted(FLAGSETS))
-    ap.add_argument("--keep", action="store_true")
-    a = ap.parse_args()
+    a = case_args()
     bindir = os.path.abspath(a.bin)
     case = Cases("ftr-libcall-", a.keep)
     work = case.work

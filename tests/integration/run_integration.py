@@ -37,6 +37,15 @@ FLAGSETS = {
 }
 
 
+def case_args():
+    """--bin DIR, --flagset NAME (repeatable), --keep: the arguments of the case scripts"""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--flagset", action="append", choices=sorted(FLAGSETS))
+    ap.add_argument("--keep", action="store_true")
+    return ap.parse_args()
+
+
 class Cases:
     """Named checks, each printed as "ok   NAME" or "FAIL NAME: why", in a scratch directory
     (work) that finish() removes unless keep; finish() returns the exit status."""

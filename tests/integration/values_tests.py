@@ -18,7 +18,6 @@ program does not run.
 
 usage: values_tests.py --bin DIR [--flagset NAME ...] [--keep]
 """
-import argparse
 import json
 import os
 import re
@@ -30,7 +29,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from run_integration import FLAGSETS  # noqa: E402
+from run_integration import FLAGSETS, case_args  # noqa: E402
 
 PROGS = os.path.join(HERE, "progs")
 TIMEOUT = 60
@@ -310,11 +309,7 @@ def check_ctl(bindir, work):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--flagset", action="append", choices=sorted(FLAGSETS))
-    ap.add_argument("--keep", action="store_true")
-    a = ap.parse_args()
+    a = case_args()
     bindir = os.path.abspath(a.bin)
     work = tempfile.mkdtemp(prefix="ftr-values-")
     passed = failed = 0
