@@ -153,9 +153,10 @@ static void start_clocks(int calibration_base)
 /* Durations assume a TSC that ticks at one rate on every CPU, in every power state: the CPU
  * says it is invariant (cpuid 0x80000007 edx[8]: constant_tsc and nonstop_tsc), and the kernel,
  * which checks at boot that every CPU's TSC agrees and watches it after, still offers it as a
- * clocksource. Otherwise timestamps are CLOCK_MONOTONIC nanoseconds (a system call per event:
- * slower, but right), said in one line. FTRACE_CLOCK=tsc|mono decides instead. A fork child
- * keeps its parent's clock. */
+ * clocksource. Otherwise timestamps are CLOCK_MONOTONIC nanoseconds (slower, but right: a
+ * system call per event where the kernel's vDSO cannot read the clock either), said in the
+ * run's one summary line (clock_note), not by every process of the run that starts.
+ * FTRACE_CLOCK=tsc|mono decides instead. A fork child keeps its parent's clock. */
 static void choose_clock(void)
 {
     const char *want = getenv(ftr_env_name(FTR_ENV_CLOCK));
@@ -180,10 +181,6 @@ static void choose_clock(void)
     if (want && (!strcmp(want, "tsc") || !strcmp(want, "mono"))) {
         check |= FTR_CLOCK_FORCED;
         mono = !strcmp(want, "mono");
-    } else if (!trusted && !ftr_cfg.quiet) {
-        ftr_msg("the TSC cannot be trusted here (%s): timing with CLOCK_MONOTONIC, slower",
-                !(check & FTR_CLOCK_INVARIANT) ? "the CPU does not say it is invariant"
-                                               : "the kernel does not offer it as a clocksource");
     }
     ftr_process.clock_check = check;
     if (!mono) return;
@@ -191,6 +188,18 @@ static void choose_clock(void)
     ftr_hot.clock_mono = 1;
     ftr_g.tsc_hz = 1000000000u; /* ticks are nanoseconds: nothing to calibrate */
     start_clocks(1);
+}
+
+/* "; timed with CLOCK_MONOTONIC (...)" when the clock was chosen for want of a TSC to trust */
+static const char *clock_note(void)
+{
+    unsigned check = ftr_process.clock_check;
+    if (!ftr_hot.clock_mono || !(check & FTR_CLOCK_CHECKED) || (check & FTR_CLOCK_FORCED))
+        return "";
+    return !(check & FTR_CLOCK_INVARIANT)
+               ? "; timed with CLOCK_MONOTONIC, slower: the CPU does not say its TSC is invariant"
+               : "; timed with CLOCK_MONOTONIC, slower: the kernel does not offer the TSC as a "
+                 "clocksource";
 }
 
 static void print_summary(void)
@@ -215,9 +224,10 @@ static void print_summary(void)
         ftr_msg("writing %s failed (%s): %llu bytes of trace lost%s", ftr_cfg.output,
                 strerror(failed), (unsigned long long)ftr_writer_dropped(), skipped);
     else if (!ftr_cfg.quiet)
-        ftr_msg("%llu calls traced into %s (%.1f KiB)%s%s", (unsigned long long)ftr_writer_calls(),
-                ftr_cfg.output, (double)ftr_writer_bytes() / 1024.0,
-                lost ? ", some events lost" : "", skipped);
+        ftr_msg("%llu calls traced into %s (%.1f KiB)%s%s%s",
+                (unsigned long long)ftr_writer_calls(), ftr_cfg.output,
+                (double)ftr_writer_bytes() / 1024.0, lost ? ", some events lost" : "", skipped,
+                clock_note());
 }
 
 static void fill_end(uint32_t how, int code)

@@ -324,8 +324,9 @@ static void take_records(struct ftr_chunk *c, struct ftr_rec *limit, int skip_ho
 /* A live thread's chunks, as far as they are filled: the one it holds back (full, but for a
  * record a signal handler interrupted: it goes to the writer at the thread's next switch,
  * which may never come), then its current one, up to its write position. In the last pass
- * (final), the held chunk's records past a hole are taken too: its record never came (the
- * handler ended the process), or comes too late for any pass. */
+ * (final), the records past a hole are taken too, in both: its record never comes (the
+ * handler ended the process, or jumped out of the hook and left the slot unfilled for good:
+ * hostile-jmpprof), or comes too late for any pass. */
 static void take_partial(struct ftr_thread *thr, void *arg)
 {
     int final = *(const int *)arg;
@@ -339,7 +340,7 @@ static void take_partial(struct ftr_thread *thr, void *arg)
     if (!limit) return; /* it ended meanwhile: its chunks are queued */
     struct ftr_rec *end = c->rec + c->nrec;
     if (limit > end || limit < c->rec) limit = end;
-    take_records(c, limit, 0);
+    take_records(c, limit, final);
 }
 
 /* THREAD chunks name the threads: when one has ended (its final name), and at the end for

@@ -11,6 +11,7 @@ runs=${1:-20}
 shift || true
 load=${LOAD:-$(nproc)}
 logs=$(mktemp -d /tmp/ftr-soak.XXXXXX)
+export FTR_KEEP_FAILED=$logs/kept # a failing behaviour case leaves its trace and program there
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT

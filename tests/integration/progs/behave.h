@@ -14,7 +14,7 @@
 /* gprof's timer (ITIMER_PROF, started by a -pg build's start-up, untraced) survives exec: the
  * new image dies of SIGPROF when it fires before that image's start-up installs its handler
  * (seen under load). Stopped before an exec, so that the untraced run is deterministic too. */
-NOTRACE static inline void stop_prof_timer(void)
+NOTRACE __attribute__((unused)) static void stop_prof_timer(void)
 {
     struct itimerval off = {{0, 0}, {0, 0}};
     setitimer(ITIMER_PROF, &off, 0);
