@@ -517,17 +517,9 @@ static void start_server(void)
     if (!me) me = atomic_fetch_add(&gen, 1) + 1; /* 0 means none */
     atomic_store(&serving, me);
 
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    sigset_t all, old;
-    sigfillset(&all);
-    ftr_sigguard_real_sigmask(SIG_SETMASK, &all, &old);
     pthread_t th;
     atomic_store(&bind_state, 0);
-    int rc = ftr_create_own_thread(&th, &attr, server_main, (void *)(uintptr_t)me);
-    ftr_sigguard_real_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
+    int rc = ftr_create_own_thread(&th, 1, server_main, (void *)(uintptr_t)me);
     if (rc) {
         ftr_msg("control: cannot start the server thread: %s", strerror(rc));
         atomic_store(&serving, 0);

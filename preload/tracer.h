@@ -334,9 +334,9 @@ struct ftr_foreign {
 };
 void ftr_foreign_return(void *q) FTR_HIDDEN;
 struct ftr_thread *ftr_thread_reserve(void) FTR_HIDDEN; /* NULL: not tracing (yet) */
-/* thread_start.c: pthread_create() for our own threads (never traced, nothing recorded) */
-int ftr_create_own_thread(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),
-                          void *arg) FTR_HIDDEN;
+/* thread_start.c: pthread_create() for our own threads (never traced, nothing recorded; every
+ * signal blocked in them from their first instruction; detached or joinable) */
+int ftr_create_own_thread(pthread_t *th, int detached, void *(*fn)(void *), void *arg) FTR_HIDDEN;
 void ftr_thread_unreserve(struct ftr_thread *r) FTR_HIDDEN;
 void ftr_chunk_full_slow(void *unused) FTR_HIDDEN; /* current chunk is full */
 void ftr_thread_off(void) FTR_HIDDEN;              /* this thread stops recording */

@@ -490,11 +490,7 @@ int ftr_writer_start(char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    sigset_t all, old;
-    sigfillset(&all);
-    ftr_sigguard_real_sigmask(SIG_SETMASK, &all, &old);
-    int rc = ftr_create_own_thread(&writer_thread, NULL, writer_main, NULL);
-    ftr_sigguard_real_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = ftr_create_own_thread(&writer_thread, 0, writer_main, NULL);
     if (rc) {
         snprintf(err, errlen, "cannot start the writer thread: %s", strerror(rc));
         return -1;

@@ -14,6 +14,8 @@ while tracing was on (marker calls the program makes when the test asks, through
                     off, on wake none of them
   sigblock_dlopen   dlopen while a thread blocks every signal: the library is traced
   zombie_main       main thread gone (pthread_exit); the worker dlopens and calls: traced
+  hung_start        the program's calloc blocks for good (also in the tracer's start-up):
+                    SIGTERM ends it, as untraced
   replaced_exe      the executable's file replaced (an upgrade), then dlopen/dlclose: the
                     executable is traced before and after
   gprof_sleep       gcc -pg (ITIMER_PROF armed): main's sleeps are not cut short
@@ -83,15 +85,15 @@ class Run:
     """One run of a program, untraced or under ftrace-run (trace given), in a directory of its
     own that is also its first argument (files: ready, markN/ackN, stop; stdout, stderr)."""
 
-    def __init__(self, lv, exe, args, tag, trace=None, opts=()):
+    def __init__(self, lv, exe, args, tag, trace=None, opts=(), env=None):
         self.dir = tempfile.mkdtemp(prefix=tag + "-", dir=lv.work)
         cmd = [exe, self.dir] + list(args)
         if trace:
             cmd = [lv.e.run_bin, "-q", "-o", trace] + list(opts) + cmd
         self.out = open(os.path.join(self.dir, "stdout"), "w+")
         self.err = open(os.path.join(self.dir, "stderr"), "w+")
-        self.p = subprocess.Popen(cmd, cwd=self.dir, env=lv.e.env, stdout=self.out,
-                                  stderr=self.err)
+        self.p = subprocess.Popen(cmd, cwd=self.dir, env=dict(lv.e.env, **(env or {})),
+                                  stdout=self.out, stderr=self.err)
         self.pid = self.p.pid  # ftrace-run execs the program
         self.marks = 0
 
@@ -385,6 +387,26 @@ def case_zombie_main(lv):
     pb.done()
 
 
+def case_hung_start(lv):
+    """The program's calloc() blocks for good: SIGTERM ends it, untraced and traced alike (the
+    tracer's start-up, which makes its writer thread with that calloc, must not block it)."""
+    exe = lv.build("live_hungstart.c")
+    pb = Problems()
+    for tag, trace in (("untraced", None), ("traced", os.path.join(lv.work, "hung.ftr"))):
+        with Run(lv, exe, [], "hung-" + tag, trace, env={"LIVE_HANG_CALLOC": "1"}) as r:
+            time.sleep(1.0)
+            pb.check(r.p.poll() is None, "%s: ended before SIGTERM (%s)" % (tag, r.p.poll()))
+            r.p.terminate()
+            res = r.finish(stop=False, secs=10)
+            pb.check(res.returncode == -15, "%s: exit status %d after SIGTERM, want -15" % (
+                tag, res.returncode))
+    with Run(lv, exe, [], "hung-plain", os.path.join(lv.work, "plain.ftr")) as r:
+        res = r.finish(stop=False)
+        pb.check(res.returncode == 0 and res.stdout == "start\ndone\n",
+                 "without the hang: exit %d, stdout %r" % (res.returncode, res.stdout))
+    pb.done()
+
+
 def case_replaced_exe(lv):
     exe = lv.build("live_replaced.c")
     upgrade = lv.build("live_replaced.c", cflags="-DLIVE_UPGRADE", variant="upgrade")
@@ -508,6 +530,7 @@ def case_sigmask_handlers(lv):
 CASES = [("eintr", case_eintr), ("ctl_sleepers", case_ctl_sleepers),
          ("sigblock_dlopen", case_sigblock_dlopen), ("zombie_main", case_zombie_main),
          ("replaced_exe", case_replaced_exe), ("gprof_sleep", case_gprof_sleep),
+         ("hung_start", case_hung_start),
          ("dl_loop_refilter", case_dl_loop_refilter), ("own_rt_handler", case_own_rt_handler),
          ("own_sigtrap", case_own_sigtrap), ("sigmask_handlers", case_sigmask_handlers)]
 

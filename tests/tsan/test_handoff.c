@@ -60,9 +60,11 @@ size_t ftr_capture_ret(const struct ftr_valprog *p, const uintptr_t *ret, uint8_
 }
 uint32_t ftr_xsave_size;
 void ftr_slow_area_free(void) {}
-int ftr_create_own_thread(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+int ftr_create_own_thread(pthread_t *th, int detached, void *(*fn)(void *), void *arg)
 {
-    return pthread_create(th, attr, fn, arg);
+    int rc = pthread_create(th, NULL, fn, arg);
+    if (!rc && detached) pthread_detach(*th);
+    return rc;
 }
 __thread uint32_t ftr_slow_busy;
 
