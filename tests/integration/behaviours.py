@@ -736,6 +736,10 @@ def has_tree(want):
 
 NEEDED_LIB = (("libbneeded.c", "bneeded", ""),)
 DL_LIBS = (("libbdl.c", "bdla", "-DTAG=a"), ("libbdl.c", "bdlb", "-DTAG=b"))
+ORIGIN_LIBS = tuple(("libbdlo.c", name, flags) for name, flags in (
+    ("sub/bdlo_val", "-DVAL=1"), ("sub/bdlo_bare", "-DVAL=3"), ("sub/bdlo_lib", "-DVAL=5"),
+    ("other/sub/bdlo_val", "-DVAL=2"), ("other/sub/bdlo_lib", "-DVAL=4"),
+    ("other/bdlo_mid", "-DMID -Wl,--enable-new-dtags,-rpath,'$ORIGIN/sub'")))
 
 CASES = {
     # 1. threads
@@ -953,6 +957,12 @@ CASES = {
     # plugin's own dependencies
     "lib-dlopen-local-cxx": Case("bdl_local.c", [], exact([plug_tree()]),
                                  dlopen=(("libbplug.cpp", "bplug", "-Wl,--no-as-needed -lstdc++"),)),
+    # dlopen() of $ORIGIN/... and ${ORIGIN}/... (the calling object's directory: the program's,
+    # then a library's elsewhere) and of bare names along the caller's DT_RPATH or DT_RUNPATH
+    "lib-dlopen-origin": Case("bdl_origin.c", [], exact([{
+        "main": 1, "main;load": 3, "main;load;bdlo_val": 3, "main;load;bdlo_val;open_val": 2,
+        "main;load;bdlo_val;open_val;bdlo_val": 2}]),
+        cflags="-Wl,--disable-new-dtags,-rpath,'$ORIGIN/sub'", dlopen=ORIGIN_LIBS),
     # 6. limits
     "limit-deep": Case("blimits.c", ["deep"], check_deep, graph_args=["--max-depth=64"]),
     "limit-closefds": Case("blimits.c", ["closefds"], all_of(
@@ -1011,8 +1021,10 @@ def build(flagset, opt, case, work):
     d = os.path.join(work, opt)
     os.makedirs(d, exist_ok=True)
     for src, name, extra in tuple(case.needed) + tuple(case.dlopen):
-        so = os.path.join(d, "lib%s.so" % name)
+        # a name may start with a directory (dlopen only): "sub/x" is built as sub/libx.so
+        so = os.path.join(d, os.path.dirname(name), "lib%s.so" % os.path.basename(name))
         if not os.path.exists(so):
+            os.makedirs(os.path.dirname(so), exist_ok=True)
             sh("%s -%s -g -fno-omit-frame-pointer -fPIC -shared %s %s -I%s -o %s %s -pthread"
                % (cc, opt, libflags, extra, PROGS, so, os.path.join(PROGS, src)))
     stem, ext = os.path.splitext(case.src)
