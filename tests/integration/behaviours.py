@@ -861,12 +861,12 @@ CASES = {
     "unwind-backtrace-signal": Case("bunwind.c", ["signal"], exact([{
         "main": 1, "main;f1": 1, "main;f1;f2": 1, "main;f1;f2;f3": 1,
         "main;f1;f2;f3;on_usr1": 1}]), cflags="-rdynamic", variant="rdynamic"),
-    # a handler with a 200 KiB frame, every 20 us, on threads whose slow paths come every few
-    # hundred calls: it must run on the thread's stack, never on the tracer's private one
+    # a handler with a 200 KiB frame, every 20 us, on threads whose slow paths come every 128
+    # calls (4 KiB chunks): it must run on the thread's stack, never on the tracer's private one
     **{"signal-big-handler" + suffix: Case("bsigstack.c", [sig], exact(
-        [{"main": 1}] + [dict({"worker": 1}, **{"worker" + ";fstep" * k: 10000
+        [{"main": 1}] + [dict({"worker": 1}, **{"worker" + ";fstep" * k: 2500
                                                 for k in range(1, 22)})] * 2),
-        env={"FTRACE_BUFSIZE": "16"}) for suffix, sig in (("", "usr1"), ("-trap", "trap"),
+        env={"FTRACE_BUFSIZE": "4"}) for suffix, sig in (("", "usr1"), ("-trap", "trap"),
                                                            ("-bus", "bus"))},
     # _Unwind_Backtrace() of a libgcc_s opened RTLD_LOCAL, or of the program's own copy: no
     # wrapper sees it, and it must end

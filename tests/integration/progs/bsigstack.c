@@ -1,5 +1,6 @@
 /* bsigstack: a signal handler with a 200 KiB frame, sent every 20 us to threads in traced
- * recursion (with FTRACE_BUFSIZE=16 their slow paths come every few hundred calls). usage:
+ * recursion (with FTRACE_BUFSIZE=4 their slow paths come every 128 calls: ~400 per worker).
+ * usage:
  * bsigstack
  *
  * The handler must run on the thread's own stack, never on the tracer's small private one:
@@ -7,7 +8,7 @@
  * traced recursion passes doubles (in xmm registers) and checks every result against an
  * untraced twin. Prints "bsigstack: ok"; else what went wrong (exit 1).
  *
- * tree: main {main 1}; each of 2 workers {worker 1, worker;fstep^k N for k = 1..21}, N = 10000
+ * tree: main {main 1}; each of 2 workers {worker 1, worker;fstep^k N for k = 1..21}, N = 2500
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -20,7 +21,7 @@
 #include "behave.h"
 
 #define WORKERS 2
-#define ROUNDS 10000
+#define ROUNDS 2500
 #define DEPTH 20
 
 static atomic_int stop, done;
