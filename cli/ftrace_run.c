@@ -3,13 +3,14 @@
  * are traced into a trace file (see ftrace-report).
  *
  * It checks what it can before the program starts (the program exists and is dynamically
- * linked, the output is writable), sets the environment described in preload/ftr_env.h and
+ * linked, the output is writable), sets the environment described in preload/ftr_env.h (with
+ * ASan's runtime ahead of libftrace.so in LD_PRELOAD, docs/design.md "Sanitized programs") and
  * execs the program: same pid, same stdio, same exit status.
  */
 #define _GNU_SOURCE
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
@@ -120,25 +121,117 @@ static int resolve(const char *name, char *out, size_t len)
     return -1;
 }
 
-/* 1 when the file is an ELF executable with an interpreter (dynamically linked), 0 when it is
- * ELF without one (static), -1 when it is not ELF (a script: exec will sort it out). */
-static int is_dynamic_elf(const char *path)
+/* The sanitizer runtimes that matter here, by file name. ASan's must be the first object
+ * loaded (it checks, and dies otherwise): libftrace.so goes after it. ThreadSanitizer sees our
+ * threads through its interceptors (the libc calls they make) but not how they synchronise
+ * (atomics in uninstrumented code), and would report races in them: not traced. The others
+ * (LeakSanitizer, UBSan) need no place of their own. */
+enum runtime { RT_NONE, RT_ASAN, RT_TSAN };
+
+static enum runtime runtime_of(const char *path, size_t len)
 {
+    const char *b = path;
+    for (size_t i = 0; i < len; i++)
+        if (path[i] == '/') b = path + i + 1;
+    size_t n = len - (size_t)(b - path);
+    if (!memmem(b, n, ".so", 3)) return RT_NONE;
+    if ((n > 8 && !memcmp(b, "libasan.", 8)) || (n > 16 && !memcmp(b, "libclang_rt.asan", 16)))
+        return RT_ASAN;
+    if ((n > 8 && !memcmp(b, "libtsan.", 8)) || (n > 16 && !memcmp(b, "libclang_rt.tsan", 16)))
+        return RT_TSAN;
+    return RT_NONE;
+}
+
+/* What the loader will make of the program. */
+struct prog_elf {
+    int dynamic;          /* 1: ELF with an interpreter; 0: static ELF; -1: not ELF (a script:
+                             exec will sort it out) */
+    enum runtime runtime; /* the sanitizer runtime it needs (DT_NEEDED) or carries (clang's
+                             default: linked in, its symbols exported) */
+    char needed[256];     /* that DT_NEEDED entry; "" when the runtime is linked in */
+};
+
+static void read_elf(const char *path, struct prog_elf *pe)
+{
+    memset(pe, 0, sizeof *pe);
+    pe->dynamic = -1;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    Elf64_Ehdr eh;
-    int rc = -1;
-    if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh &&
-        memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64) {
-        rc = 0;
-        for (unsigned i = 0; i < eh.e_phnum; i++) {
-            Elf64_Phdr ph;
-            if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) != sizeof ph) break;
-            if (ph.p_type == PT_INTERP) rc = 1;
+    if (fd < 0) return;
+    Elf *e = elf_version(EV_CURRENT) != EV_NONE ? elf_begin(fd, ELF_C_READ_MMAP, NULL) : NULL;
+    size_t nph = 0;
+    if (e && elf_kind(e) == ELF_K_ELF && gelf_getclass(e) == ELFCLASS64 &&
+        elf_getphdrnum(e, &nph) == 0) {
+        pe->dynamic = 0;
+        for (size_t i = 0; i < nph; i++) {
+            GElf_Phdr ph;
+            if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_INTERP) pe->dynamic = 1;
+        }
+        for (Elf_Scn *scn = NULL; pe->dynamic == 1 && (scn = elf_nextscn(e, scn));) {
+            GElf_Shdr sh;
+            Elf_Data *d = gelf_getshdr(scn, &sh) ? elf_getdata(scn, NULL) : NULL;
+            if (!d || !sh.sh_entsize || (sh.sh_type != SHT_DYNAMIC && sh.sh_type != SHT_DYNSYM))
+                continue;
+            for (size_t k = 0; k < sh.sh_size / sh.sh_entsize; k++) {
+                GElf_Dyn dyn;
+                GElf_Sym sym;
+                const char *name;
+                if (sh.sh_type == SHT_DYNAMIC) {
+                    if (!gelf_getdyn(d, (int)k, &dyn) || dyn.d_tag != DT_NEEDED) continue;
+                    name = elf_strptr(e, sh.sh_link, dyn.d_un.d_val);
+                    enum runtime rt = name ? runtime_of(name, strlen(name)) : RT_NONE;
+                    if (rt == RT_NONE) continue;
+                    pe->runtime = rt;
+                    snprintf(pe->needed, sizeof pe->needed, "%s", name);
+                } else if (gelf_getsym(d, (int)k, &sym) && sym.st_shndx != SHN_UNDEF &&
+                           (name = elf_strptr(e, sh.sh_link, sym.st_name)) &&
+                           !strcmp(name, "__tsan_init")) {
+                    pe->runtime = RT_TSAN;
+                }
+            }
         }
     }
+    if (e) elf_end(e);
     close(fd);
-    return rc;
+}
+
+/* LD_PRELOAD's entries (separated by colons or spaces, as ld.so reads them) one by one. */
+static const char *next_entry(const char *p, size_t *len)
+{
+    p += strspn(p, ": ");
+    *len = strcspn(p, ": ");
+    return *len ? p : NULL;
+}
+
+static int preloads(const char *ld, enum runtime rt)
+{
+    size_t n;
+    for (const char *p = ld; ld && (p = next_entry(p, &n)); p += n)
+        if (runtime_of(p, n) == rt) return 1;
+    return 0;
+}
+
+/* The LD_PRELOAD the program starts with: libftrace.so first, but after ASan's runtime. One
+ * that is first already (the user's) stays first; otherwise the one the program needs is put
+ * first, named as in its DT_NEEDED: ld.so finds it as it would for the program. That one is
+ * named in FTR_ENV_RUNTIME_PRELOAD too: the preload takes it out of the environment again, or
+ * the processes the program starts would all run with ASan (bash's leaks then fail it). */
+static char *preload_list(const char *lib, const char *old, const struct prog_elf *pe)
+{
+    size_t n = 0;
+    const char *first = old ? next_entry(old, &n) : NULL;
+    size_t keep = first && runtime_of(first, n) == RT_ASAN ? n : 0; /* stays first */
+    const char *rest = keep ? first + n : old ? old : "";
+    rest += strspn(rest, ": ");
+    int add = !keep && pe->runtime == RT_ASAN && pe->needed[0] && !strpbrk(pe->needed, ": ");
+    if (add)
+        setenv(FTR_ENV_RUNTIME_PRELOAD, pe->needed, 1);
+    else
+        unsetenv(FTR_ENV_RUNTIME_PRELOAD);
+    char *out = NULL;
+    if (asprintf(&out, "%s%s%.*s%s%s%s%s", add ? pe->needed : "", add ? ":" : "", (int)keep,
+                 keep ? first : "", keep ? ":" : "", lib, *rest ? ":" : "", rest) < 0)
+        return NULL;
+    return out;
 }
 
 int main(int argc, char **argv)
@@ -295,9 +388,11 @@ int main(int argc, char **argv)
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return die(126, "%s: %s", argv[optind], "is a directory");
-    int dyn = is_dynamic_elf(path);
+    struct prog_elf pe;
+    read_elf(path, &pe);
+    const char *old = getenv("LD_PRELOAD");
     int untraced = 0;
-    if (dyn == 0) {
+    if (pe.dynamic == 0) {
         fprintf(stderr,
                 "%s: %s is statically linked: LD_PRELOAD cannot apply; running it "
                 "untraced\n",
@@ -307,6 +402,12 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "%s: %s is set-user/group-ID: the loader ignores LD_PRELOAD; running it "
                 "untraced\n",
+                prog, argv[optind]);
+        untraced = 1;
+    } else if (pe.runtime == RT_TSAN || preloads(old, RT_TSAN)) {
+        fprintf(stderr,
+                "%s: %s runs with ThreadSanitizer, which would report the tracer's own threads "
+                "as data races; running it untraced\n",
                 prog, argv[optind]);
         untraced = 1;
     }
@@ -328,10 +429,8 @@ int main(int argc, char **argv)
         snprintf(abs_out, sizeof abs_out, "%s/%s", rdir, basename(base));
         free(rdir);
 
-        const char *old = getenv("LD_PRELOAD");
-        char *preload = NULL;
-        if (asprintf(&preload, "%s%s%s", lib, old && *old ? ":" : "", old ? old : "") < 0)
-            return die(1, "%s%s", "out of memory", "");
+        char *preload = preload_list(lib, old, &pe);
+        if (!preload) return die(1, "%s%s", "out of memory", "");
         setenv("LD_PRELOAD", preload, 1);
         setenv(ftr_env_name(FTR_ENV_OUTPUT), abs_out, 1);
         if (quiet) setenv(ftr_env_name(FTR_ENV_QUIET), "1", 1);

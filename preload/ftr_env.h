@@ -63,6 +63,12 @@ static inline const char *ftr_env_help(enum ftr_env_id id)
 
 #define FTR_DEFAULT_OUTPUT "ftrace.ftr"
 
+/* Not a setting: ftrace-run put the ASan runtime the program needs ahead of libftrace.so in
+ * LD_PRELOAD (it must be loaded first) and names that entry here; the preload's constructor
+ * takes it out of LD_PRELOAD again and drops this variable, so that the program and the
+ * processes it starts see the environment of an untraced run (process.c). */
+#define FTR_ENV_RUNTIME_PRELOAD "FTRACE_RUNTIME_PRELOAD"
+
 /* ---- the control channel (ftrace-ctl <-> libftrace.so) ----
  * Every traced process listens, from its start, on a Unix stream socket at
  * ftr_ctl_socket_path(): a directory only its owner can enter, plus the peer's credentials

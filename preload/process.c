@@ -54,8 +54,23 @@ static fexecve_fn real_fexecve;
 static execveat_fn real_execveat;
 static spawn_fn real_posix_spawn, real_posix_spawnp;
 
+/* ftrace-run put the program's ASan runtime first in LD_PRELOAD, named in
+ * FTR_ENV_RUNTIME_PRELOAD (ftr_env.h): it is loaded now, and the program and the processes it
+ * starts see LD_PRELOAD as an untraced run would, ours aside (ASan preloaded into a shell or
+ * any other tool would run its leak check there, changing what it prints and its status). */
+static void drop_runtime_preload(void)
+{
+    const char *rt = getenv(FTR_ENV_RUNTIME_PRELOAD), *ld = getenv("LD_PRELOAD");
+    if (!rt) return;
+    size_t n = strlen(rt);
+    if (n && ld && !strncmp(ld, rt, n) && (ld[n] == ':' || ld[n] == ' '))
+        setenv("LD_PRELOAD", ld + n + 1, 1);
+    unsetenv(FTR_ENV_RUNTIME_PRELOAD);
+}
+
 void ftr_env_snapshot(void)
 {
+    drop_runtime_preload();
     for (int i = 0; i < FTR_ENV__COUNT; i++) {
         const char *v = getenv(ftr_env_name(i));
         if (v && asprintf(&session_env[n_session_env], "%s=%s", ftr_env_name(i), v) > 0)

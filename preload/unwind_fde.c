@@ -101,9 +101,18 @@ typedef int (*dlfo_fn)(void *, struct dl_find_object *);
 static _Atomic(dlfo_fn) real_dlfo; /* the dynamic linker's */
 #endif
 
+static atomic_int resolved; /* ftr_unwind_fde_resolve() has run */
+
 static find_fde_fn next_for(uintptr_t caller)
 {
     find_fde_fn g = atomic_load_explicit(&next_global, memory_order_acquire);
+    if (!g && !atomic_load_explicit(&resolved, memory_order_acquire)) {
+        /* a walk before our constructor ran: ASan's runtime, loaded ahead of us, unwinds in its
+         * own initialisation (ASAN_OPTIONS=fast_unwind_on_malloc=0); the process is starting,
+         * single-threaded */
+        ftr_unwind_fde_resolve();
+        g = atomic_load_explicit(&next_global, memory_order_acquire);
+    }
     if (g) return g;
     unsigned n = atomic_load_explicit(&nclaimed, memory_order_acquire);
     for (unsigned i = 0; i < n && i < 4; i++) {
@@ -140,6 +149,7 @@ void ftr_unwind_fde_resolve(void)
         if (p) atomic_store_explicit(&real_dlfo, (dlfo_fn)p, memory_order_release);
     }
 #endif
+    atomic_store_explicit(&resolved, 1, memory_order_release);
 }
 
 static int pseudo_frame(uintptr_t a)

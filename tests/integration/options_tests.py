@@ -4,9 +4,12 @@
 For each option: the exact call tree of tests/integration/progs/tree.c (main -> top -> mid x N
 -> leaf x 2; main -> leaf), traced with the option and with the same setting through the
 environment only (LD_PRELOAD=libftrace.so FTRACE_...=...), in a -pg -mfentry build and a
--mnop-mcount build. Then bad input: one clear line and the documented exit status.
+-mnop-mcount build. Then bad input: one clear line and the documented exit status. First,
+programs built with -fsanitize=address, leak or thread (progs/sanitized.c, with gcc and clang;
+a build or run that fails here is skipped with a note): traced with the program unchanged, or
+untraced with one line.
 
-usage: options_tests.py --bin DIR
+usage: options_tests.py --bin DIR [--sanitizers (only those)]
 """
 import argparse
 import collections
@@ -126,9 +129,147 @@ def tree_of(report_bin, trace, cwd, libcalls=False):
     return trees[0] if trees else None
 
 
+# Programs built with a sanitizer (progs/sanitized.c; docs/design.md, "Sanitized programs").
+# ASan's runtime must come first in the initial library list: ftrace-run preloads it ahead of
+# libftrace.so, and the program's children (a shell here) must not inherit it. clang links the
+# runtime into the executable. ThreadSanitizer: untraced, said in one line.
+SAN_BUILDS = [("gcc", "address"), ("gcc", "leak"), ("gcc", "thread"), ("clang", "address"),
+              ("clang", "thread")]
+SAN_FLAGS = "-O1 -g -pg -mfentry -fno-omit-frame-pointer -pthread"
+SAN_TREES = [  # ftrace-report --no-libcall, per thread: main's, then the worker's
+    {"main": 1, "main;build": 1, "main;build;fill": 1, "main;total": 1, "main;total;add": 4,
+     "main;spawn": 1},
+    {"worker": 1, "worker;total": 1, "worker;total;add": 4},
+]
+SAN_FRAME = re.compile(r"^\s+#\d+ 0x[0-9a-f]+ in (\S+)")
+
+
+def san_report(stderr):
+    """A sanitizer's report, as what names the error and where: its ERROR and SUMMARY lines,
+    and the functions in its stacks (addresses, pids and the shadow map vary from run to run)"""
+    out = []
+    for line in stderr.splitlines():
+        m = SAN_FRAME.match(line)
+        if m:
+            out.append("  in " + m.group(1))
+        elif "ERROR:" in line or line.startswith("SUMMARY:") or " by thread T" in line:
+            out.append(re.sub(r"0x[0-9a-f]+|==\d+==|\(pid=\d+\)", "X", line))
+    return out
+
+
+def sanitizer_checks(check, work, ftrace_run, report):
+    src = os.path.join(PROGS, "sanitized.c")
+
+    def same_run(r, base):
+        """r ran as base did; returns ftrace-run's own lines"""
+        own = [l for l in r.stderr.splitlines() if l.startswith("ftrace-run: ")]
+        rest = "".join(l + "\n" for l in r.stderr.splitlines() if l not in own)
+        assert r.stdout == base.stdout and r.returncode == base.returncode, \
+            "program changed: %r %d, untraced %r %d; stderr %r" % (
+                r.stdout, r.returncode, base.stdout, base.returncode, r.stderr[-2000:])
+        assert rest == base.stderr, "its stderr changed: %r, untraced %r" % (rest, base.stderr)
+        return own
+
+    for cc, san in SAN_BUILDS:
+        exe = os.path.join(work, "sanitized-%s-%s" % (cc, san))
+        b = subprocess.run("%s %s -fsanitize=%s -I%s -o %s %s" % (
+            cc, SAN_FLAGS, san, PROGS, exe, src), shell=True, capture_output=True, text=True)
+        base = run([exe, "4"], work) if b.returncode == 0 else None
+        if base is None or base.stdout != "sanitized 14 14 7\n" or base.returncode != 5:
+            why = (b.stderr if b.returncode else "it does not run here: " + base.stderr).strip()
+            print("skip %s -fsanitize=%s: %s" % (cc, san, why.splitlines()[-1][:300]))
+            continue
+        name = "sanitized/%s -fsanitize=%s" % (cc, san)
+
+        if san == "thread":
+            # ThreadSanitizer would see the tracer's threads through its interceptors and
+            # report races in them (exit status 66)
+            def tsan(exe=exe, base=base):
+                r = run([ftrace_run, "-o", os.path.join(work, "tsan.ftr"), exe, "4"], work,
+                        timeout=120)
+                own = same_run(r, base)
+                assert len(own) == 1 and "ThreadSanitizer" in own[0] and "untraced" in own[0], \
+                    "ftrace-run's lines: %r" % own
+            check(name + ": untraced, said in one line", tsan)
+            continue
+
+        for args in ([], ["--exit", "hook"], ["--auto-args"]):
+            def traced(args=args, exe=exe, base=base):
+                trace = os.path.join(work, "san.ftr")
+                if os.path.exists(trace):
+                    os.unlink(trace)
+                r = run([ftrace_run, "-o", trace] + args + [exe, "4"], work, timeout=120)
+                own = same_run(r, base)
+                assert len(own) == 1 and " calls traced into " in own[0], "ftrace-run: %r" % own
+                rep = run([report, "--no-libcall", "--no-args", trace], work)
+                assert rep.returncode == 0, "ftrace-report: %s" % rep.stderr
+                folded, open_calls = parse_graph(rep.stdout)
+                assert not open_calls, "open calls: %s" % open_calls
+                got = sorted((dict(c) for c in folded.values()), key=lambda t: "worker" in t)
+                assert got == SAN_TREES, "trees %s" % got
+            check("%s %s: traced, the program unchanged" % (name, " ".join(args) or "(defaults)"),
+                  traced)
+        if cc != "gcc":
+            continue
+
+        # Its errors: the same exit status and report. The stacks of allocations and frees
+        # come from the fast unwinder, which reads return addresses: the tracer's frames show
+        # in them (ftr_tramp_through between the program's; with --exit hook, ftr_tramp_hooked
+        # in place of its callers). The slow unwinder (the error's own stack; all of them with
+        # fast_unwind_on_malloc=0) sees the program's frames alone. Calls into the runtime are
+        # not hooked: malloc's caller is not ftr_tramp_hooked.
+        errors = [("overflow", [], ""), ("uaf", [], ""), ("leak", [], ""),
+                  ("uaf", [], "fast_unwind_on_malloc=0"),
+                  ("uaf", ["--exit", "hook"], "fast_unwind_on_malloc=0"),
+                  ("leak", ["--exit", "hook"], "fast_unwind_on_malloc=0")]
+        for mode, args, opts in errors if san == "address" else errors[2:3]:
+            def error(mode=mode, args=args, opts=opts, exe=exe):
+                env = dict(os.environ, ASAN_OPTIONS=opts)
+                base = run([exe, "4", mode], work, env=env)
+                r = run([ftrace_run, "-o", os.path.join(work, "err.ftr")] + args +
+                        [exe, "4", mode], work, env=env, timeout=120)
+                assert r.stdout == base.stdout and r.returncode == base.returncode, \
+                    "program changed: %r %d, untraced %r %d; stderr %r" % (
+                        r.stdout, r.returncode, base.stdout, base.returncode, r.stderr[-2000:])
+                want, got = san_report(base.stderr), san_report(r.stderr)
+                assert "  in build" in want, "untraced: %r" % base.stderr
+                if not opts:
+                    got = [l for l in got if l != "  in ftr_tramp_through"]
+                assert got == want, "report %r, untraced %r" % (got, want)
+            check("%s %s: the same report%s" % (
+                name, " ".join([mode] + args + (["ASAN_OPTIONS=" + opts] if opts else [])),
+                "" if opts else " (the tracer's frames aside)"), error)
+        if san != "address":
+            continue
+
+        # the runtime already in LD_PRELOAD stays first; a program without ASan whose user
+        # preloads it is traced too
+        rt = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True,
+                            text=True).stdout.strip()
+
+        def preloaded(exe=exe, rt=rt):
+            env = dict(os.environ, LD_PRELOAD=rt)
+            base = run([exe, "4"], work, env=env)  # the shell is given it too: "9"
+            r = run([ftrace_run, "-o", os.path.join(work, "pre.ftr"), exe, "4"], work, env=env,
+                    timeout=120)
+            own = same_run(r, base)
+            assert len(own) == 1 and " calls traced into " in own[0], "ftrace-run: %r" % own
+            plain = os.path.join(work, "tree-asanpre")
+            subprocess.run(["gcc", "-O2", "-pg", "-mfentry", "-I" + PROGS, "-o", plain,
+                            os.path.join(PROGS, "tree.c")], check=True)
+            trace = os.path.join(work, "pre.ftr")
+            r = run([ftrace_run, "-q", "-o", trace, plain, str(N)], work, env=env)
+            assert r.returncode == 3 and r.stdout == run([plain, str(N)], work).stdout, \
+                "tree under a preloaded ASan: %d %r" % (r.returncode, r.stderr[-2000:])
+            assert tree_of(report, trace, work) == FULL
+        check(name + ": the runtime already in LD_PRELOAD", preloaded)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
+    ap.add_argument("--sanitizers", action="store_true",
+                    help="only the programs built with a sanitizer")
     a = ap.parse_args()
     bindir = os.path.abspath(a.bin)
     ftrace_run = os.path.join(bindir, "ftrace-run")
@@ -148,6 +289,11 @@ def main():
             print("FAIL %s: %s" % (tag, e))
             failed += 1
 
+    sanitizer_checks(check, work, ftrace_run, report)
+    if a.sanitizers:
+        shutil.rmtree(work, ignore_errors=True)
+        print("%d passed, %d failed" % (passed, failed))
+        return 1 if failed else 0
     builds = {
         "pgfentry": "gcc -O2 -pg -mfentry",
         "nop": "gcc -O2 -pg -mfentry -mnop-mcount -mrecord-mcount -fno-pie -no-pie",
