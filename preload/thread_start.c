@@ -8,12 +8,9 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "tracer.h"
 
@@ -60,71 +57,29 @@ static void stack_of(struct ftr_thread *r, const pthread_attr_t *attr)
 /* Our own threads (the writer, the control server): not set up for tracing, and nothing glibc
  * runs of the program's while creating them is recorded as if the program had called it: its
  * calloc() for the thread's TLS vector (glibc allocates it with the program's allocator, which
- * no option changes), its free() of an old one on a reused stack.
+ * no option changes), its free() of an old one on a reused stack, the attributes' calloc().
  *
- * No handler of the program's may ever run on them: they block every signal at their first
- * instruction (own_start), and until then run with the creating thread's mask plus every signal
- * that has a handler. The creator's mask is the program's: for the moment of pthread_create()
- * only those signals are added to it, so that a signal whose action is the default one (SIGTERM,
- * SIGINT: end the process) still acts while glibc runs the program's calloc() there, and a
- * program whose calloc() blocks for good still ends on SIGTERM (live_tests.py hung_start).
- * pthread_attr_setsigmask_np() would leave the creator's mask alone, but allocates with that
- * calloc() too (a call the program sees: proc-own-malloc). */
-struct own_start {
-    void *(*fn)(void *);
-    void *arg;
-    uint32_t taken; /* futex word: the new thread has read fn and arg */
-};
-
-static void *own_start(void *p)
-{
-    uint64_t all = ~0ull;
-    syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, NULL, sizeof all);
-    struct own_start *o = p;
-    void *(*fn)(void *) = o->fn;
-    void *arg = o->arg;
-    __atomic_store_n(&o->taken, 1, __ATOMIC_RELEASE);
-    syscall(SYS_futex, &o->taken, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-    return fn(arg); /* o is gone from here on */
-}
-
-/* @return in *set: the signals whose action is a handler (the program's, or ours) */
-static void handled_signals(uint64_t *set)
-{
-    *set = 0;
-    for (int sig = 1; sig <= 64; sig++) {
-        struct {
-            unsigned long handler, flags, restorer, mask;
-        } ka;
-        if (sig == SIGKILL || sig == SIGSTOP ||
-            syscall(SYS_rt_sigaction, sig, NULL, &ka, sizeof ka.mask) != 0)
-            continue;
-        if (ka.handler != (unsigned long)SIG_DFL && ka.handler != (unsigned long)SIG_IGN)
-            *set |= 1ull << (sig - 1);
-    }
-}
-
+ * No handler of the program's may ever run on them: they start with every signal blocked, set
+ * in their attributes (glibc puts that mask in place before the thread runs an instruction,
+ * and leaves out its own SIGCANCEL and SIGSETXID, which setuid() needs every thread to take).
+ * The creating thread's mask, the program's, is never touched: a program whose calloc() blocks
+ * for good there still ends on SIGTERM (live_tests.py hung_start). */
 int ftr_create_own_thread(pthread_t *th, int detached, void *(*fn)(void *), void *arg)
 {
     if (!real_create) real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
     if (!real_create) return EAGAIN;
-    pthread_attr_t attr, *ap = NULL;
-    if (detached) {
-        if (pthread_attr_init(&attr) != 0) return EAGAIN;
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        ap = &attr;
-    }
-    struct own_start o = {fn, arg, 0};
-    uint64_t handled, old;
-    handled_signals(&handled);
-    int blocked = syscall(SYS_rt_sigprocmask, SIG_BLOCK, &handled, &old, sizeof old) == 0;
+    pthread_attr_t attr;
+    sigset_t all;
+    sigfillset(&all);
     uint32_t state = ftr_thread_pause(); /* a thread not yet set up would be, at the calloc */
-    int rc = real_create(th, ap, own_start, &o);
+    int rc = pthread_attr_init(&attr);
+    if (!rc) {
+        if (detached) rc = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (!rc) rc = pthread_attr_setsigmask_np(&attr, &all);
+        if (!rc) rc = real_create(th, &attr, fn, arg);
+        pthread_attr_destroy(&attr);
+    }
     ftr_thread_unpause(state);
-    if (blocked) syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, sizeof old);
-    if (ap) pthread_attr_destroy(ap);
-    while (!rc && !__atomic_load_n(&o.taken, __ATOMIC_ACQUIRE))
-        syscall(SYS_futex, &o.taken, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
     return rc;
 }
 

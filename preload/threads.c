@@ -138,6 +138,34 @@ static void queue_from(struct ftr_chunk **where)
     queue_full(c); /* a release: the cleared pointer is seen by whoever takes the chunk */
 }
 
+/* The held chain of r to the writer, but for skip (a chunk also r's cur). Newest first: the
+ * reader orders a thread's pieces by their seq0. Each link is cleared as its chunk goes: the
+ * writer walking the chain (writer.c, take_partial) then stops early, never on a chunk that is
+ * no longer held, and no stale link can make a cycle with a later chain. */
+static void queue_held(struct ftr_thread *r, const struct ftr_chunk *skip)
+{
+    struct ftr_chunk *h = r->held;
+    if (!h) return;
+    __atomic_store_n(&r->held, NULL, __ATOMIC_RELEASE);
+    for (struct ftr_chunk *n; h; h = n) {
+        n = __atomic_load_n(&h->held_next, __ATOMIC_RELAXED);
+        __atomic_store_n(&h->held_next, NULL, __ATOMIC_RELAXED);
+        if (h != skip) queue_full(h);
+    }
+}
+
+/* The held chain of r back to the pool unwritten (the parent's records in a fork child; our
+ * own threads'), but for skip. */
+static void release_held(struct ftr_thread *r, const struct ftr_chunk *skip)
+{
+    for (struct ftr_chunk *h = r->held, *n; h; h = n) {
+        n = h->held_next;
+        h->held_next = NULL;
+        if (h != skip) ftr_release_chunk(h);
+    }
+    r->held = NULL;
+}
+
 /* ---- thread records ---- */
 
 static struct ftr_thread *record_claim(void)
@@ -346,7 +374,7 @@ static void thread_end(struct ftr_thread *r)
     t->in_slow = 1;
     t->state = FTR_T_OFF;
     prctl(PR_GET_NAME, r->name); /* its final name */
-    queue_from(&r->held);
+    queue_held(r, r->cur);
     queue_from(&r->cur);
     if (r->spare) { /* never written: back to the pool as it is */
         pool_put(r->spare);
@@ -402,13 +430,14 @@ void ftr_thread_off(void)
      * and the trace never names it. */
     pthread_setspecific(thread_key, NULL);
     t->in_slow = 1;
-    struct ftr_chunk *chunks[3] = {r->cur, r->spare, r->held};
+    struct ftr_chunk *chunks[2] = {r->cur, r->spare};
     __atomic_store_n(&r->cur, NULL, __ATOMIC_RELEASE);
     atomic_store(&r->state, REC_CLAIMED); /* out of the writer's sight */
     while (atomic_load(&r->reading))
         sched_yield();
     t->pos = t->end = NULL;
-    for (int i = 0; i < 3; i++)
+    release_held(r, chunks[0]);
+    for (int i = 0; i < 2; i++)
         if (chunks[i]) ftr_release_chunk(chunks[i]);
     t->shadow_base = t->shadow_end = t->top = NULL;
     t->grave = NULL;
@@ -457,10 +486,14 @@ void ftr_chunk_full_slow(void *unused)
         __atomic_store_n(&t->end, next->rec + next->nrec, __ATOMIC_RELAXED);
         __atomic_store_n(&thr->cur, next, __ATOMIC_RELEASE);
     }
-    if (t->filling <= 1) queue_from(&thr->held); /* the interrupted record is written by now */
-    if (old && t->filling > 1 && !thr->held) {
+    if (t->filling <= 1) queue_held(thr, NULL); /* the interrupted records are written by now */
+    if (old && t->filling > 1) {
         /* a signal handler filled it while a record of ours was in flight: it waits for that
-         * record, then goes at the next switch, or at the end (the writer takes what it has) */
+         * record, then goes at the next switch, or at the end (the writer takes what it has).
+         * Onto the chain: a chunk held before may still wait too (the next switch came in
+         * another handler that interrupted a record: queued at once, that record was lost,
+         * signal-big-handler under load, 1 run in 15). */
+        __atomic_store_n(&old->held_next, thr->held, __ATOMIC_RELAXED);
         __atomic_store_n(&thr->held, old, __ATOMIC_RELEASE);
     } else if (old) {
         if (thr->cur == old) __atomic_store_n(&thr->cur, NULL, __ATOMIC_RELEASE); /* no spare */
@@ -533,8 +566,7 @@ static void adopt_gone(struct ftr_thread *r)
     if (!atomic_compare_exchange_strong(&r->state, &live, REC_CLAIMED)) return;
     r->tls = NULL;
     __atomic_store_n(&r->ended, 1, __ATOMIC_RELEASE);
-    if (r->held == r->cur) r->held = NULL; /* it died inside a switch without a spare */
-    queue_from(&r->held);
+    queue_held(r, r->cur); /* cur too if it died inside a switch without a spare: once */
     queue_from(&r->cur);
     if (r->spare) pool_put(r->spare);
     r->spare = NULL;
@@ -574,16 +606,13 @@ void ftr_threads_child_fork(void)
         if (r == me) continue;
         int s = atomic_load(&r->state);
         if (s == REC_FREE) continue;
+        release_held(r, r->cur);
         if (r->cur) ftr_release_chunk(r->cur);
         if (r->spare) pool_put(r->spare);
-        if (r->held) ftr_release_chunk(r->held);
         record_release(r);
     }
     if (me) {
-        if (me->held) { /* the parent's records: the parent writes them */
-            ftr_release_chunk(me->held);
-            me->held = NULL;
-        }
+        release_held(me, me->cur); /* the parent's records: the parent writes them */
         me->tid = (uint32_t)syscall(SYS_gettid);
         if (keep) {
             keep->tid = me->tid;

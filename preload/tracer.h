@@ -290,15 +290,16 @@ static inline uint64_t ftr_rdtsc(void)
 /* threads.c: the slow path of the hooks (reached through ftr_call_saving: async-signal-safe
  * system calls allowed, never a lock or the program's allocator) and the writer's side. */
 struct ftr_chunk {
-    struct ftr_chunk *next; /* on the full queue, or the writer's list */
-    uint32_t tid;           /* owner thread */
-    uint32_t index;         /* in the pool's table */
-    uint32_t next_free;     /* pool: index + 1 of the next free chunk (0: none) */
-    size_t flushed;         /* records the writer has taken (it writes; rewind_short reads) */
-    size_t nrec;            /* capacity in records */
-    uint64_t seq0;          /* position of rec[0] in its thread's stream of record slots: the
-                               writer tells the reader the order of a thread's pieces by it */
-    struct ftr_rec rec[];   /* zeroed before (re)use: a zero head is an unfilled slot */
+    struct ftr_chunk *next;      /* on the full queue, or the writer's list */
+    struct ftr_chunk *held_next; /* its thread's held chain: the one held before it */
+    uint32_t tid;                /* owner thread */
+    uint32_t index;              /* in the pool's table */
+    uint32_t next_free;          /* pool: index + 1 of the next free chunk (0: none) */
+    size_t flushed;              /* records the writer has taken (it writes; rewind_short reads) */
+    size_t nrec;                 /* capacity in records */
+    uint64_t seq0;               /* position of rec[0] in its thread's stream of record slots: the
+                                    writer tells the reader the order of a thread's pieces by it */
+    struct ftr_rec rec[];        /* zeroed before (re)use: a zero head is an unfilled slot */
 };
 
 /* A thread's record (threads.c): mapped once with its graveyard and shadow stack, never
@@ -314,7 +315,9 @@ struct ftr_thread {
     struct ftr_chunk *cur;   /* chunk being filled (atomic: the writer reads it) */
     struct ftr_chunk *spare; /* the next one, ready: a full chunk is replaced without a lock */
     struct ftr_chunk *held;  /* full, but a record interrupted by a signal is still to be
-                                written into it: handed to the writer at the next chance */
+                                written into it: handed to the writer at the next chance; a
+                                chain (held_next), newest first: the next switch may come in
+                                another handler before that chance */
     uint64_t next_seq;       /* seq0 of this thread's next chunk */
     struct ftr_shadow *grave, *shadow; /* in the record's mapping */
     uintptr_t stack_lo, stack_hi;      /* from the start wrapper, if it knew them (else 0) */

@@ -334,7 +334,8 @@ static void take_partial(struct ftr_thread *thr, void *arg)
     /* threads.c clears these before it queues the chunk: a chunk read here is not released */
     struct ftr_chunk *held = __atomic_load_n(&thr->held, __ATOMIC_ACQUIRE);
     struct ftr_chunk *c = __atomic_load_n(&thr->cur, __ATOMIC_ACQUIRE);
-    if (held && held != c) take_records(held, held->rec + held->nrec, final);
+    for (; held; held = __atomic_load_n(&held->held_next, __ATOMIC_RELAXED))
+        if (held != c) take_records(held, held->rec + held->nrec, final);
     if (!c) return;
     struct ftr_rec *limit = ftr_thread_pos(thr);
     if (!limit) return; /* it ended meanwhile: its chunks are queued */

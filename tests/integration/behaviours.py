@@ -945,6 +945,8 @@ CASES = {
     # (built -fno-builtin, as an allocator of its own must be: the compiler would merge calls)
     # the program's own getpid/getppid: the tracer never calls them (start, fork, end)
     "proc-own-getpid": Case("bgetpid.c", [], check_own_getpid),
+    # setuid(): glibc signals every thread (SIGSETXID), ours too, and waits for each
+    "proc-setuid": Case("bsetuid.c", [], exact([{"main": 1, "main;drop": 1}])),
     "proc-own-malloc": Case("bmalloc.c", [], check_own_malloc, cflags="-fno-builtin",
                             variant="nobuiltin", verify=lambda exe, opt, flagset: flagset),
     # 5. libraries
