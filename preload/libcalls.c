@@ -19,16 +19,15 @@
  *
  * Never hooked: what looks at its return address to find its caller (dlsym(RTLD_NEXT), dlopen's
  * RUNPATH and $ORIGIN: through a stub the caller would be our return hook), what must not gain
- * a frame (setjmp & co return twice, vfork's child returns on
- * the parent's stack, the context switches and clone), what unwinds the stack (the C++ ABI and
- * _Unwind_*: unwind.c covers those through the program's frames), the hooks' own entry points
- * (mcount, __fentry__), the stack walkers (backtrace, libunwind: unwind.c corrects them for the
- * program's frames), the start of the program and the sanitizers' runtimes, and calls of a
- * function in a traced module (it has its own sites). A sanitizer's runtime (libasan, liblsan,
- * or linked into the executable by clang) is never hooked, nor are the library calls of a module
- * that contains one: its interceptors (malloc, free, memcpy, printf...) record their caller's
- * stack for their reports, reading return addresses, and would name our return hook as the
- * caller; and its own calls are its internals (locks, thread registry, leak check).
+ * a frame (setjmp & co return twice, vfork's child returns on the parent's stack, the context
+ * switches and clone), what unwinds the stack (the C++ ABI and _Unwind_*: unwind.c covers those
+ * through the program's frames), the hooks' own entry points (mcount, __fentry__), the stack
+ * walkers (backtrace, libunwind: unwind.c corrects them for the program's frames), the start of
+ * the program, and calls of a function in a traced module (it has its own sites). Nor a
+ * sanitizer's runtime (libasan, liblsan, or linked into the executable by clang), whether called
+ * or calling: its interceptors (malloc, free, memcpy, printf...) record their caller's stack for
+ * their reports, reading return addresses, and would name our return hook as the caller; and
+ * its own calls are its internals (locks, thread registry, leak check).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -100,13 +99,18 @@ static int excluded(const char *n)
     return 0;
 }
 
-/* In a sanitizer's runtime: every one exports this */
-static int in_sanitizer_runtime(const void *addr)
+/* A sanitizer's runtime, or an object that carries one: every one exports this */
+static int is_sanitizer_runtime(const struct link_map *lm)
 {
-    Dl_info di;
+    return lm && ftr_dynsym(lm, "__sanitizer_print_stack_trace");
+}
+
+/* The object at addr (NULL: none), its file name into *di */
+static struct link_map *object_at(uint64_t addr, Dl_info *di)
+{
     struct link_map *lm = NULL;
-    return dladdr1(addr, &di, (void **)&lm, RTLD_DL_LINKMAP) && lm &&
-           ftr_dynsym(lm, "__sanitizer_print_stack_trace");
+    if (!dladdr1((void *)(uintptr_t)addr, di, (void **)&lm, RTLD_DL_LINKMAP)) return NULL;
+    return lm;
 }
 
 static int is_initial(const void *addr)
@@ -255,7 +259,8 @@ size_t ftr_libcalls_scan(const struct ftr_module *m, int is_main, uint32_t *next
                          int (*traced_at)(uint64_t), struct ftr_libcalls *out)
 {
     memset(out, 0, sizeof *out);
-    if (!m->path || in_sanitizer_runtime((void *)(uintptr_t)m->lo)) return 0;
+    Dl_info di;
+    if (!m->path || is_sanitizer_runtime(object_at(m->lo, &di))) return 0;
     out->module = m->path;
     int fd = open(m->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
@@ -287,11 +292,9 @@ size_t ftr_libcalls_scan(const struct ftr_module *m, int is_main, uint32_t *next
         if (!cur) continue;              /* an undefined weak function */
         if (cur >= m->lo && cur < m->hi) /* still into the PLT: bound when first called */
             to = c->glob_dat ? 0 : resolve(m, is_main, c->name, c->version);
-        if (!to || (to >= m->lo && to < m->hi) || traced_at(to) ||
-            in_sanitizer_runtime((void *)(uintptr_t)to))
-            continue;
-        Dl_info di;
-        if (!dladdr((void *)(uintptr_t)to, &di) || !di.dli_fname) continue;
+        if (!to || (to >= m->lo && to < m->hi) || traced_at(to)) continue;
+        struct link_map *lm = object_at(to, &di); /* one lookup: the runtime test, the name */
+        if (!lm || is_sanitizer_runtime(lm) || !di.dli_fname) continue;
         char *lib = strdup(di.dli_fname[0] ? di.dli_fname : m->path);
         if (!lib) goto fail;
         struct ftr_site *s = &out->v[out->n];
