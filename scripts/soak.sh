@@ -3,7 +3,9 @@
 # LOAD busy processes (default: one per CPU) compete with the tests for every run. Stops at
 # the first failing run and keeps its log. A flaky test is a defect: this is how to find one.
 #   usage: scripts/soak.sh [RUNS] [ctest args...]     (RUNS default 20)
-#   env:   LOAD=N busy processes; stress-ng is used instead when installed (STRESS=0: never)
+#   env:   LOAD=N busy processes; stress-ng is used instead when installed (STRESS=0: never).
+#          LOAD=0: no busy process; then load the machine otherwise, e.g. a second soak.sh on
+#          another clone, each suite the other's load (twice the runs in the same time).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$top/build}
@@ -15,7 +17,9 @@ export FTR_KEEP_FAILED=$logs/kept # a failing behaviour case leaves its trace an
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
-if [[ ${STRESS:-1} != 0 ]] && command -v stress-ng >/dev/null; then
+if ((load == 0)); then
+  : # stress-ng --cpu 0 would mean one per CPU
+elif [[ ${STRESS:-1} != 0 ]] && command -v stress-ng >/dev/null; then
   stress-ng --cpu "$load" --quiet & pids+=($!)
 else
   for _ in $(seq "$load"); do (while :; do :; done) & pids+=($!); done
