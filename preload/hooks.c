@@ -215,8 +215,11 @@ static inline void close_one(struct ftr_tls *t, struct ftr_shadow *e, uint64_t t
  * entry; for when it does (this thread was stopped between its clock read and here), the two
  * sides settle it like Dekker's protocol: the thread clears the head, then reads the writer's
  * claim (c->flushed); the writer raises its claim, then reads the heads again. At least one
- * sees the other: the thread keeps the entry (and records the exit) or the writer leaves it. */
-static inline int rewind_short(struct ftr_tls *t, const struct ftr_shadow *e, uint64_t tsc)
+ * sees the other: the thread keeps the entry (and records the exit) or the writer leaves it.
+ *
+ * A signal handler may jump out of this for good at any instruction: e's marks and t->rw_rec
+ * tell settle_abandoned() how far it came (rewind_decide() finishes the decision for it). */
+static inline int rewind_short(struct ftr_tls *t, struct ftr_shadow *e, uint64_t tsc)
 {
     if (!(e->flags & FTR_SH_RECORDED) || tsc - e->tsc >= ftr_hot.threshold_ticks ||
         e->tsc < ftr_hot.threshold_from)
@@ -227,11 +230,27 @@ static inline int rewind_short(struct ftr_tls *t, const struct ftr_shadow *e, ui
     if (!c || t->pos > t->end || last < c->rec || last >= c->rec + c->nrec || last->head != head ||
         last->tsc != e->tsc)
         return 0;
+    /* a handler's own exits, nested in here, save and restore these around theirs */
+    struct ftr_rec *outer_rec = t->rw_rec;
+    struct ftr_chunk *outer_chunk = t->rw_chunk;
+    t->rw_rec = last;
+    t->rw_chunk = c;
+    SIGNAL_FENCE();
+    e->flags |= FTR_SH_REWINDING;
+    SIGNAL_FENCE();
     __atomic_exchange_n(&last->head, 0, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&c->flushed, __ATOMIC_SEQ_CST) > (size_t)(last - c->rec)) {
+    int kept = __atomic_load_n(&c->flushed, __ATOMIC_SEQ_CST) > (size_t)(last - c->rec);
+    if (kept) {
         __atomic_store_n(&last->head, head, __ATOMIC_SEQ_CST); /* the writer has it */
-        return 0;
+        SIGNAL_FENCE();
+        e->flags &= ~FTR_SH_REWINDING;
+    } else {
+        e->flags |= FTR_SH_TAKEN_BACK;
     }
+    SIGNAL_FENCE();
+    t->rw_rec = outer_rec;
+    t->rw_chunk = outer_chunk;
+    if (kept) return 0;
     /* Dropping the head dropped the entry; giving the slot back must not undo records a signal
      * handler added meanwhile: one non-locked cmpxchg, atomic against this thread's signals. */
     struct ftr_rec *expect = last + 1;
@@ -239,6 +258,23 @@ static inline int rewind_short(struct ftr_tls *t, const struct ftr_shadow *e, ui
     t->rec_depth--;
     graph_count(t, e, -1);
     return 1;
+}
+
+/* A jump left rewind_short() for good, after it marked e REWINDING and before it decided:
+ * decides as it would have, with a fresh read of the writer's claim (any answer agrees with the
+ * writer, which checks the heads again after raising its claim). The slot of an entry taken back
+ * here stays a hole (the writer skips it). @return whether e's ENTRY stays recorded. */
+static int rewind_decide(struct ftr_tls *t, const struct ftr_shadow *e)
+{
+    struct ftr_rec *r = t->rw_rec;
+    struct ftr_chunk *c = t->rw_chunk;
+    if (!r || !c) return 1;
+    if (__atomic_load_n(&r->head, __ATOMIC_SEQ_CST) != 0) return 1; /* not cleared, or put back */
+    if (__atomic_load_n(&c->flushed, __ATOMIC_SEQ_CST) > (size_t)(r - c->rec)) {
+        __atomic_store_n(&r->head, ftr_rec_head(e->site, FTR_EV_ENTRY), __ATOMIC_SEQ_CST);
+        return 1;
+    }
+    return 0;
 }
 
 /* Closes, innermost first, the entries at the top whose hooked slot lies on this stack below
@@ -635,11 +671,18 @@ static int settle_abandoned(struct ftr_tls *t, uintptr_t sp, uintptr_t here)
             b->flags &= ~FTR_SH_RECORDED; /* its ENTRY never made it: nor will its end */
         }
     }
-    if (x && t->shadow_base && x >= t->shadow_base && x < t->top && x->slot &&
-        (x->flags & FTR_SH_RECORDED) && inflight_written(t))
-        x->flags &= ~FTR_SH_RECORDED; /* its EXIT is written: no UNWIND after it */
+    if (x && t->shadow_base && x >= t->shadow_base && x < t->top && x->slot) {
+        if ((x->flags & FTR_SH_RECORDED) &&
+            (inflight_written(t) ||            /* its EXIT is written: no UNWIND after it */
+             (x->flags & FTR_SH_TAKEN_BACK) || /* its ENTRY was taken back: nor one of it */
+             ((x->flags & FTR_SH_REWINDING) && !rewind_decide(t, x))))
+            x->flags &= ~FTR_SH_RECORDED;
+        x->flags &= ~(FTR_SH_REWINDING | FTR_SH_TAKEN_BACK);
+    }
     t->building = t->exiting = NULL;
     t->inflight = NULL;
+    t->rw_rec = NULL;
+    t->rw_chunk = NULL;
     t->hook_sp = 0;
     t->filling = 0;
     if (t->shadow_base) {

@@ -58,9 +58,11 @@ struct ftr_shadow {
                               stream until its stack is resumed (hooks.c) */
 #define FTR_SH_THROUGH 32u /* called through (ftr_tramp_through): its slot is not hooked */
 #define FTR_SH_UNCOUNTED                                                                           \
-    64u                    /* hooks.c: a suspended coroutine's --graph-function/--notrace          \
-                              frame, out of the thread's counters until resumed */
-#define FTR_SH_RETVAL 128u /* its return value is recorded (values.h) */
+    64u                        /* hooks.c: a suspended coroutine's --graph-function/--notrace      \
+                                  frame, out of the thread's counters until resumed */
+#define FTR_SH_RETVAL 128u     /* its return value is recorded (values.h) */
+#define FTR_SH_REWINDING 256u  /* hooks.c, rewind_short: its ENTRY (t->rw_rec) may be taken back */
+#define FTR_SH_TAKEN_BACK 512u /* hooks.c, rewind_short: its ENTRY was taken back */
 
 /* per-site flags (ftr_site_flags[site]) */
 #define FTR_SF_TRIGGER 1u
@@ -91,6 +93,8 @@ struct ftr_tls {
     struct ftr_shadow *exiting;   /* ... or popping this one (its EXIT being recorded) */
     struct ftr_rec *inflight;     /* the record slot the hook reserved last (its head written
                                      or not tells whether the record was) */
+    struct ftr_rec *rw_rec;       /* the ENTRY record an exit is taking back (--threshold), ... */
+    struct ftr_chunk *rw_chunk;   /* ... in this chunk: see hooks.c, rewind_short */
     uint32_t dtor_rounds;         /* threads.c: rounds of key destructors seen at its end */
     uintptr_t slow_sp;            /* a hook's slow path runs above this stack address (0: none):
                                      a jump past it abandons the slow path (siglongjmp out of a

@@ -816,6 +816,11 @@ CASES = {
     # ... with the slow clock (a system call in every hook: the signals land inside them)
     "hostile-jmpprof-mono": Case("bhostile.c", ["jmpprof", "alarm"], check_jmpprof,
                                  needed=HOSTILE_LIB, env={"FTRACE_CLOCK": "mono"}),
+    # ... with --threshold, whose exits take short calls' entries back: a jump out of one taking
+    # an entry back (the TSC: short hooks, so the signals often land there) must not close it
+    "hostile-jmpprof-threshold": Case("bhostile.c", ["jmpprof", "alarm"], check_jmpprof,
+                                      needed=HOSTILE_LIB,
+                                      env={"FTRACE_THRESHOLD": "30us", "FTRACE_CLOCK": "tsc"}),
     "hostile-migrate": Case("bhostile.c", ["migrate"], check_migrate, needed=HOSTILE_LIB),
     # ... and back on the thread that first ran it (its entries there are stale by then)
     "hostile-migback": Case("bhostile.c", ["migback"], check_migback, needed=HOSTILE_LIB),
