@@ -224,12 +224,20 @@ static inline int rewind_short(struct ftr_tls *t, struct ftr_shadow *e, uint64_t
     if (!(e->flags & FTR_SH_RECORDED) || tsc - e->tsc >= ftr_hot.threshold_ticks ||
         e->tsc < ftr_hot.threshold_from)
         return 0;
+    /* Raised until the decision: a signal handler that fills the chunk meanwhile holds it back
+     * (threads.c) instead of handing it to the writer, which takes a full chunk whole and
+     * would write the entry; nor may the chunk be recycled while it is looked at. */
+    t->filling++;
+    SIGNAL_FENCE();
     struct ftr_rec *last = t->pos - 1;
     struct ftr_chunk *c = t->thr->cur;
     uint32_t head = ftr_rec_head(e->site, FTR_EV_ENTRY);
     if (!c || t->pos > t->end || last < c->rec || last >= c->rec + c->nrec || last->head != head ||
-        last->tsc != e->tsc)
+        last->tsc != e->tsc) {
+        SIGNAL_FENCE();
+        t->filling--;
         return 0;
+    }
     /* a handler's own exits, nested in here, save and restore these around theirs */
     struct ftr_rec *outer_rec = t->rw_rec;
     struct ftr_chunk *outer_chunk = t->rw_chunk;
@@ -248,6 +256,7 @@ static inline int rewind_short(struct ftr_tls *t, struct ftr_shadow *e, uint64_t
         e->flags |= FTR_SH_TAKEN_BACK;
     }
     SIGNAL_FENCE();
+    t->filling--;
     t->rw_rec = outer_rec;
     t->rw_chunk = outer_chunk;
     if (kept) return 0;

@@ -351,18 +351,32 @@ check_coro300 = calls_exactly({"main": 1, "run_coro": 1, "resume": 900, "co_body
                                "co_work": 600}, closed=True)
 
 
-def check_jmpprof(r):
-    """Well formed: the report matched every exit with its call; only main;job(;mid(;leaf)),
-    with on_prof anywhere below main; and the trace goes on to main's return (a record the jump
-    abandoned half written, a hole in the thread's chunk, must not end what is written)."""
+def one_well_formed_tree(r, paths, counts):
+    """Well formed: the report matched every exit with its call and nothing is left open; one
+    thread, whose call paths all match the regular expression paths; counts: {path: (least,
+    most)} calls."""
     assert not r.report_err, "ftrace-report: %s" % r.report_err.strip()
     assert not r.open_calls(), "open at the end: %s" % r.open_calls()
     trees = r.trees()
     assert len(trees) == 1, "threads: %s" % [show(t) for t in trees]
-    ok = re.compile(r"^main(;job(;mid(;leaf)?)?)?(;on_prof)?$")
+    ok = re.compile(paths)
     bad = [p for p in trees[0] if not ok.match(p)]
-    assert not bad and trees[0].get("main") == 1 and trees[0].get("main;job", 0) >= 150, \
+    assert not bad and all(lo <= trees[0].get(p, 0) <= hi for p, (lo, hi) in counts.items()), \
         "tree: %s (unexpected %s)" % (show(trees[0]), bad[:5])
+
+
+def check_jmpprof(r):
+    """Only main;job(;mid(;leaf)), with on_prof anywhere below main; and the trace goes on to
+    main's return (a record the jump abandoned half written, a hole in the thread's chunk, must
+    not end what is written)."""
+    one_well_formed_tree(r, r"^main(;job(;mid(;leaf)?)?)?(;on_prof)?$",
+                         {"main": (1, 1), "main;job": (150, 10 ** 9)})
+
+
+def check_fillchunk(r):
+    """Only main;job2(;leaf2), with on_fill(;slow2) anywhere below main."""
+    one_well_formed_tree(r, r"^main(;job2(;leaf2)?)?(;on_fill(;slow2(;now_ns)?)?)?$",
+                         {"main": (1, 1), "main;job2": (1, 1)})
 
 
 def check_migrate(r):
@@ -821,6 +835,11 @@ CASES = {
     "hostile-jmpprof-threshold": Case("bhostile.c", ["jmpprof", "alarm"], check_jmpprof,
                                       needed=HOSTILE_LIB,
                                       env={"FTRACE_THRESHOLD": "30us", "FTRACE_CLOCK": "tsc"}),
+    # ... a handler that fills a (4 KiB) chunk while a take-back is under way: the chunk must
+    # not go to the writer (which takes a full chunk whole) nor be recycled before it settles
+    "hostile-fillchunk": Case("bhostile.c", ["fillchunk"], check_fillchunk, needed=HOSTILE_LIB,
+                              env={"FTRACE_BUFSIZE": "4", "FTRACE_THRESHOLD": "1us",
+                                   "FTRACE_CLOCK": "tsc"}),
     "hostile-migrate": Case("bhostile.c", ["migrate"], check_migrate, needed=HOSTILE_LIB),
     # ... and back on the thread that first ran it (its entries there are stale by then)
     "hostile-migback": Case("bhostile.c", ["migback"], check_migback, needed=HOSTILE_LIB),

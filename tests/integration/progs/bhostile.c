@@ -17,15 +17,18 @@
  *   jmpprof    a SIGPROF every 200 us (with "alarm": a SIGALRM) whose handler on_prof siglongjmp()s
  * out of job -> mid -> leaf (a timeout), 200 times: the signal lands anywhere, in the tracer's
  * hooks too. The tree is well formed (the report finds every exit's call) and made of
- * main;job(;mid(;leaf)) with on_prof below any of them. migrate    a coroutine suspended inside
- * step() on one thread is resumed on the next one (a fiber scheduler's workers), 4 threads in turn:
- * nothing breaks. migback    a coroutine suspended inside mb_f1 on the main thread is resumed on a
- * new thread (mb_f1 returns there, mb_f2 suspends), then back on the main thread: each return lands
- * where the program's own would (stdout: f1 done, f2 done, body done), the tree says mb_f1 1, mb_f2
- * 1, mb_body 1. keydtor    a thread's pthread key destructor (the program's) calls traced code
- * after the start routine: thread tree {kthread 1, kdtor 1, kdtor;kwork 1}; main {main 1}. exit3 an
- * atexit handler registered before main calls exit(3) after main returned 0: the trace says the
- * process exited with status 3.
+ * main;job(;mid(;leaf)) with on_prof below any of them. fillchunk  job2 -> leaf2 in a loop (calls
+ * shorter than the case's threshold: taken back at their exits) while a SIGALRM every ms runs
+ * on_fill -> slow2 x 130 (1.5 us each: kept), enough records to fill a small chunk inside a
+ * take-back, 400 times. The tree is well formed: main;job2(;leaf2)(;on_fill(;slow2)). migrate    a
+ * coroutine suspended inside step() on one thread is resumed on the next one (a fiber scheduler's
+ * workers), 4 threads in turn: nothing breaks. migback    a coroutine suspended inside mb_f1 on the
+ * main thread is resumed on a new thread (mb_f1 returns there, mb_f2 suspends), then back on the
+ * main thread: each return lands where the program's own would (stdout: f1 done, f2 done, body
+ * done), the tree says mb_f1 1, mb_f2 1, mb_body 1. keydtor    a thread's pthread key destructor
+ * (the program's) calls traced code after the start routine: thread tree {kthread 1, kdtor 1,
+ * kdtor;kwork 1}; main {main 1}. exit3 an atexit handler registered before main calls exit(3) after
+ * main returned 0: the trace says the process exited with status 3.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -165,6 +168,35 @@ NOINLINE void job(void)
 {
     for (long i = 0;; i++)
         sink += mid(i);
+}
+/* ---- fillchunk ---- */
+static volatile sig_atomic_t fills;
+NOINLINE void leaf2(long x)
+{
+    sink += x;
+}
+static unsigned long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+NOINLINE void slow2(void)
+{
+    for (unsigned long long end = now_ns() + 1500; now_ns() < end;)
+        sink++;
+}
+NOINLINE void on_fill(int sig)
+{
+    (void)sig;
+    for (int i = 0; i < 130; i++)
+        slow2();
+    fills++;
+}
+NOINLINE void job2(int n)
+{
+    for (long i = 0; fills < n; i++)
+        leaf2(i);
 }
 /* ---- migrate ---- */
 static ucontext_t fiber_uc, worker_uc[2];
@@ -331,6 +363,17 @@ int main(int argc, char **argv)
         }
         setitimer(alarm ? ITIMER_REAL : ITIMER_PROF, &off, NULL);
         printf("jmpprof: %d jumps\n", n);
+    } else if (!strcmp(mode, "fillchunk")) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_fill;
+        sa.sa_flags = SA_RESTART;
+        sigaction(SIGALRM, &sa, NULL);
+        struct itimerval it = {{0, 1000}, {0, 1000}}, off = {{0, 0}, {0, 0}};
+        setitimer(ITIMER_REAL, &it, NULL);
+        job2(400);
+        setitimer(ITIMER_REAL, &off, NULL);
+        printf("fillchunk: done\n");
     } else if (!strcmp(mode, "migrate")) {
         run_migrate();
         printf("migrate: %ld\n", (long)sink);
@@ -345,7 +388,9 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "exit3")) {
         printf("exit3\n"); /* the constructor armed exit(3) when run as bhostile exit3 */
     } else {
-        fprintf(stderr, "usage: bhostile firsthook|coro300|altjmp|jmpprof|migrate|keydtor|exit3\n");
+        fprintf(
+            stderr,
+            "usage: bhostile firsthook|coro300|altjmp|jmpprof|fillchunk|migrate|keydtor|exit3\n");
         return 2;
     }
     return 0;
