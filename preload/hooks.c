@@ -209,6 +209,15 @@ static inline void close_one(struct ftr_tls *t, struct ftr_shadow *e, uint64_t t
     t->exiting = outer;
 }
 
+/* The writer's claim on chunk c covers r, whose head was just cleared (it copied the ENTRY
+ * before): the head goes back. @return 1 if so, 0 if r is taken back. */
+static inline int writer_has(struct ftr_chunk *c, struct ftr_rec *r, uint32_t head)
+{
+    if (__atomic_load_n(&c->flushed, __ATOMIC_SEQ_CST) <= (size_t)(r - c->rec)) return 0;
+    __atomic_store_n(&r->head, head, __ATOMIC_SEQ_CST);
+    return 1;
+}
+
 /* --threshold: a call shorter than the threshold whose entry record is still the last one in
  * the chunk (so it has no recorded children) is taken back instead of closed. The writer
  * leaves records younger than twice the threshold alone (writer.c), so it rarely has the
@@ -247,9 +256,8 @@ static inline int rewind_short(struct ftr_tls *t, struct ftr_shadow *e, uint64_t
     e->flags |= FTR_SH_REWINDING;
     SIGNAL_FENCE();
     __atomic_exchange_n(&last->head, 0, __ATOMIC_SEQ_CST);
-    int kept = __atomic_load_n(&c->flushed, __ATOMIC_SEQ_CST) > (size_t)(last - c->rec);
+    int kept = writer_has(c, last, head);
     if (kept) {
-        __atomic_store_n(&last->head, head, __ATOMIC_SEQ_CST); /* the writer has it */
         SIGNAL_FENCE();
         e->flags &= ~FTR_SH_REWINDING;
     } else {
@@ -279,11 +287,7 @@ static int rewind_decide(struct ftr_tls *t, const struct ftr_shadow *e)
     struct ftr_chunk *c = t->rw_chunk;
     if (!r || !c) return 1;
     if (__atomic_load_n(&r->head, __ATOMIC_SEQ_CST) != 0) return 1; /* not cleared, or put back */
-    if (__atomic_load_n(&c->flushed, __ATOMIC_SEQ_CST) > (size_t)(r - c->rec)) {
-        __atomic_store_n(&r->head, ftr_rec_head(e->site, FTR_EV_ENTRY), __ATOMIC_SEQ_CST);
-        return 1;
-    }
-    return 0;
+    return writer_has(c, r, ftr_rec_head(e->site, FTR_EV_ENTRY));
 }
 
 /* Closes, innermost first, the entries at the top whose hooked slot lies on this stack below

@@ -6,8 +6,8 @@
  *   abort   main -> work -> deep -> abort()        (killed by SIGABRT)
  *   thread  a thread loops calling spin() (main waits until it has, 1000 times) while main ->
  *           work -> leaf x 3 returns. Untraced, it stops calling spin() before main returns:
- *           glibc's gprof run-time (linked by -pg) frees its tables at exit under a thread
- *           still inside its mcount (SIGSEGV, seen about once in 500 runs on a loaded machine);
+ *           glibc's gprof run-time (linked by -pg) tears down at exit while a thread may be
+ *           inside its mcount (the untraced run died of SIGSEGV once in a ~300-run soak);
  *           under ftrace-run, which never calls that mcount, it spins on through the exit.
  *   fpe     main -> work -> deep -> integer division by zero   (killed by SIGFPE)
  *   texit   a thread: exiter -> exit(7) while main sleeps in main -> work -> deep -> waiter
