@@ -14,6 +14,7 @@
  *    a free or half-filled entry has slot 0, which every scan skips, and pops clear it.
  */
 #include "ftr_values.h"
+#include "retaddr.h"
 #include "sigguard.h"
 #include "stacks.h"
 #include "tracer.h"
@@ -163,14 +164,6 @@ static inline int same_stack(const struct ftr_tls *t, uintptr_t a, uint32_t cls)
     return ftr_stack_class(t, a) == cls;
 }
 
-/* A closed entry whose slot may still hold our return trampoline (a frame wrongly presumed
- * dead) is remembered, so that its return can still find where to go. */
-static void bury(struct ftr_tls *t, const struct ftr_shadow *e)
-{
-    if (!t->grave || e->ret == (uintptr_t)ftr_tramp_return) return;
-    t->grave[t->grave_pos++ & (FTR_GRAVE_SIZE - 1)] = *e;
-}
-
 /* The --graph-function and --notrace counters: entry e counted in (d = 1) or out (-1). The
  * frames of a suspended coroutine are out (FTR_SH_UNCOUNTED): a --notrace function that yields
  * hides nothing of its resumer's, until its stack is resumed. */
@@ -202,7 +195,6 @@ static inline void close_one(struct ftr_tls *t, struct ftr_shadow *e, uint64_t t
     t->exiting = e;
     t->inflight = NULL;
     SIGNAL_FENCE();
-    bury(t, e);
     retire(t, e, FTR_EV_UNWIND, tsc);
     e->slot = 0;
     SIGNAL_FENCE();
@@ -375,6 +367,12 @@ static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot,
         return ENTRY_NONE;
     }
     through = through && room_for_through(t, s);
+    /* A hooked return finds its real address in the book by its slot (retaddr.h), never in a
+     * shadow stack; a tail call's slot (already ours) keeps the address its first hook put. */
+    if (!through && ret != (uintptr_t)ftr_tramp_return && unlikely(!ftr_ret_put(s, ret))) {
+        t->overruns++; /* no room in the book: the call runs unhooked */
+        return ENTRY_NONE;
+    }
     /* Reserved first, marked as being built after: a signal handler whose jump abandons this
      * hook between the two leaves an empty entry (slot 0: dropped with the frames left). The
      * other order would mark the entry a handler's own hooks are about to take: that one's
@@ -459,9 +457,17 @@ static inline void marks_leave(struct ftr_tls *t, const struct marks *m)
     t->inflight = m->inflight;
 }
 
+/* A thread that shares its creator's TLS (stacks.h) must not touch it: nothing is done. */
+static inline int aside(const uintptr_t *slot)
+{
+    return unlikely(atomic_load_explicit(&ftr_hot.aside, memory_order_relaxed)) &&
+           ftr_stack_aside((uintptr_t)slot);
+}
+
 void ftr_hook_entry(uint32_t site, uintptr_t *slot, const uintptr_t *regs)
 {
     struct ftr_tls *t = &ftr_tls;
+    if (aside(slot)) return;
     struct marks m = marks_enter(t, (uintptr_t)slot);
     entry(t, site, slot, regs, 0);
     marks_leave(t, &m);
@@ -470,6 +476,7 @@ void ftr_hook_entry(uint32_t site, uintptr_t *slot, const uintptr_t *regs)
 struct ftr_through ftr_hook_through_entry(uint32_t site, uintptr_t *slot, const uintptr_t *regs)
 {
     struct ftr_tls *t = &ftr_tls;
+    if (aside(slot)) return (struct ftr_through){ftr_site_body[site], 0};
     struct marks m = marks_enter(t, (uintptr_t)slot);
     int how = entry(t, site, slot, regs, 1);
     marks_leave(t, &m);
@@ -479,6 +486,7 @@ struct ftr_through ftr_hook_through_entry(uint32_t site, uintptr_t *slot, const 
 uintptr_t ftr_hook_libcall(uint32_t site, uintptr_t *slot, const uintptr_t *regs)
 {
     struct ftr_tls *t = &ftr_tls;
+    if (aside(slot)) return ftr_site_body[site];
     struct marks m = marks_enter(t, (uintptr_t)slot);
     entry(t, site, slot, regs, 0);
     marks_leave(t, &m);
@@ -505,48 +513,46 @@ static __attribute__((noreturn)) void lost_return(void)
     __builtin_trap();
 }
 
-/* The return's slot is not at the top of the shadow stack: entries above it are frames that
- * were skipped (dead, closed as unwound) or live on another stack (kept); or it is not on the
- * shadow stack at all (a frame closed too early: the graveyard has its address). */
-static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_t slot,
-                                                     uint64_t tsc, int through, const uintptr_t *rv)
+/* The entries of slot from e down that return now: the function and those it tail-called
+ * (made while the slot was ours already, they hold our trampoline as their address); the
+ * lowest holds the real one. */
+static inline struct ftr_shadow *group_bottom(const struct ftr_tls *t, struct ftr_shadow *e,
+                                              uintptr_t slot)
 {
-    struct ftr_shadow *base = t->shadow_base, *top = t->top, *m = top;
-    while (m > base && m[-1].slot != slot)
-        m--;
-    if (m == base && through) {
-        /* Closed already (a frame presumed dead), or entered on another thread (a coroutine
-         * moved here), whose stale entry is emptied so that no later frame at this address
-         * takes it for its own. The slot holds the real address: it returns. */
-        struct ftr_foreign q = {slot, 0};
-        ftr_call_saving(ftr_foreign_return, &q);
-        return 0;
-    }
-    if (m == base) {
-        for (unsigned i = 1; i <= FTR_GRAVE_SIZE && t->grave; i++) {
-            struct ftr_shadow *g = &t->grave[(t->grave_pos - i) & (FTR_GRAVE_SIZE - 1)];
-            if (g->slot == slot && g->ret) {
-                uintptr_t ret = g->ret;
-                *(volatile uintptr_t *)slot = ret;
-                g->ret = 0;
-                return ret;
-            }
+    while (e->ret == (uintptr_t)ftr_tramp_return && e > t->shadow_base && e[-1].slot == slot)
+        e--;
+    return e;
+}
+
+/* The return's frame is not at the top of the shadow stack: entries above it are frames that
+ * were skipped (dead, closed as unwound) or live on another stack (kept); or it is not on this
+ * thread's shadow stack at all (a frame closed too early, or entered on another thread by a
+ * coroutine that moved here): then nothing is recorded. Where it returns to is decided already
+ * (ret, from the book or the slot): the shadow stack only decides what the trace says. An
+ * entry of this slot with another address is a frame that was here before (left by a longjmp,
+ * or gone with a coroutine that moved): it is not this one. */
+static __attribute__((noinline)) uintptr_t
+exit_slow(struct ftr_tls *t, uintptr_t slot, uintptr_t ret, uint64_t tsc, const uintptr_t *rv)
+{
+    struct ftr_shadow *base = t->shadow_base, *top = t->top, *m = top, *lo = NULL;
+    if (!base || top < base) return ret;
+    while (m > base) {
+        if (m[-1].slot != slot) {
+            m--;
+            continue;
         }
-        struct ftr_foreign q = {slot, 0};
-        ftr_call_saving(ftr_foreign_return, &q); /* a coroutine resumed on another thread */
-        if (q.ret) {
-            *(volatile uintptr_t *)slot = q.ret;
-            return q.ret;
-        }
-        lost_return();
+        lo = group_bottom(t, m - 1, slot);
+        if (lo->ret == ret) break;
+        m = lo;
+        lo = NULL;
     }
+    if (!lo) return ret;
     /* m[-1] matches. Above it, innermost first: close this stack's dead frames; keep other
      * stacks' entries (a coroutine suspended inside this call, which its stack may resume),
      * but end them in the recorded stream, where they nest inside the returning call. */
     uint32_t cls = ftr_stack_class(t, slot);
     for (struct ftr_shadow *e = top - 1; e >= m; e--) {
         if (e->slot < slot && same_stack(t, e->slot, cls)) {
-            bury(t, e);
             retire(t, e, FTR_EV_UNWIND, tsc);
             e->flags |= FTR_SH_GONE;
         } else {
@@ -566,10 +572,6 @@ static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_
         if (!(e->flags & FTR_SH_GONE)) *keep++ = *e;
     size_t kept = (size_t)(keep - m);
     /* The returning frame and those it tail-called. */
-    struct ftr_shadow *lo = m - 1;
-    while (lo > base && lo[-1].slot == slot)
-        lo--;
-    uintptr_t ret = lo->ret;
     *(volatile uintptr_t *)slot = ret;
     SIGNAL_FENCE();
     for (struct ftr_shadow *e = m - 1; e >= lo; e--) {
@@ -585,23 +587,24 @@ static __attribute__((noinline)) uintptr_t exit_slow(struct ftr_tls *t, uintptr_
     return ret;
 }
 
-static HOT_INLINE uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp, int through,
-                                      const uintptr_t *rv)
+static HOT_INLINE uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp, const uintptr_t *rv)
 {
     uintptr_t slot = sp - sizeof(uintptr_t);
     uint64_t tsc = ftr_rdtsc();
+    /* Where the frame returns: the book's address when the slot holds our trampoline (a hooked
+     * return, or a hooked function that tail-called a called-through one), else the slot's. */
+    uintptr_t ret = *(volatile uintptr_t *)slot;
+    if (ret == (uintptr_t)ftr_tramp_return) ret = ftr_ret_get(slot);
+    if (unlikely(!ret)) lost_return();
 
     struct ftr_shadow *top = t->top;
     if (unlikely(top <= t->shadow_base || top[-1].slot != slot))
-        return exit_slow(t, slot, tsc, through, rv);
-    /* Every entry of this slot returns now: the function and those it tail-called. The
-     * bottom one holds the real return address, which goes back into the slot (now part of
-     * the return trampoline's frame) first, for an unwinder that runs from a signal handler
-     * landing below. */
-    struct ftr_shadow *lo = top - 1;
-    while (lo > t->shadow_base && lo[-1].slot == slot)
-        lo--;
-    uintptr_t ret = lo->ret;
+        return exit_slow(t, slot, ret, tsc, rv);
+    /* Every entry of this slot's group returns now. The real address goes back into the slot
+     * (now part of the return trampoline's frame) first, for an unwinder that runs from a
+     * signal handler landing below. */
+    struct ftr_shadow *lo = group_bottom(t, top - 1, slot);
+    if (unlikely(lo->ret != ret)) return exit_slow(t, slot, ret, tsc, rv);
     *(volatile uintptr_t *)slot = ret;
     SIGNAL_FENCE();
     do {
@@ -626,7 +629,7 @@ uintptr_t ftr_hook_exit(uintptr_t sp, const uintptr_t *rv)
 {
     struct ftr_tls *t = &ftr_tls;
     struct marks m = marks_enter(t, sp);
-    uintptr_t ret = exit_hook(t, sp, 0, rv);
+    uintptr_t ret = exit_hook(t, sp, rv);
     marks_leave(t, &m);
     return ret;
 }
@@ -641,7 +644,7 @@ void ftr_hook_through_exit(uintptr_t *slot, const uintptr_t *rv)
     if (unlikely(t->state != FTR_T_ACTIVE)) return;
     uintptr_t sp = (uintptr_t)slot + sizeof(uintptr_t);
     struct marks m = marks_enter(t, sp);
-    exit_hook(t, sp, 1, rv);
+    exit_hook(t, sp, rv);
     marks_leave(t, &m);
 }
 
@@ -913,9 +916,10 @@ static void step_aside(struct ftr_tls *t)
     uint64_t old;
     int blocked = block_signals(&old);
     for (struct ftr_shadow *e = t->shadow_base; e && e < t->top; e++) {
-        uintptr_t *slot = (uintptr_t *)e->slot;
-        if (slot && e->ret != (uintptr_t)ftr_tramp_return && *slot == (uintptr_t)ftr_tramp_return)
-            *slot = e->ret;
+        uintptr_t w, ret; /* a slot may be on a stack freed since: peeked at */
+        if (e->slot && ftr_peek(e->slot, &w) && w == (uintptr_t)ftr_tramp_return &&
+            (ret = ftr_ret_get(e->slot)))
+            *(uintptr_t *)e->slot = ret;
     }
     t->state = FTR_T_OFF;
     static int said;
@@ -959,7 +963,6 @@ void ftr_context_made(uintptr_t lo, uintptr_t hi)
     struct ftr_shadow *w = t->shadow_base;
     for (struct ftr_shadow *e = t->shadow_base; e < t->top; e++) {
         if (e->slot && e->slot - lo < hi - lo) {
-            bury(t, e);
             retire(t, e, FTR_EV_UNWIND, tsc);
             continue;
         }

@@ -77,6 +77,64 @@ static inline uint32_t ftr_stack_class(const struct ftr_tls *t, uintptr_t a)
     return own || t->stack_hi == 0 ? FTR_STACK_OWN : FTR_STACK_UNKNOWN;
 }
 
+/* The bounds of the stack holding a, when known (the thread's own, or a declared one): 1 and
+ * [*lo, *hi), else 0. */
+static inline int ftr_stack_bounds_of(const struct ftr_tls *t, uintptr_t a, uintptr_t *lo,
+                                      uintptr_t *hi)
+{
+    uint32_t cls = ftr_stack_class(t, a);
+    if (cls == FTR_STACK_UNKNOWN || (cls == FTR_STACK_OWN && !t->stack_hi)) return 0;
+    if (cls == FTR_STACK_OWN) {
+        *lo = t->stack_lo, *hi = t->stack_hi;
+        return 1;
+    }
+    *lo = atomic_load_explicit(&ftr_stack_ranges[cls - 1].lo, memory_order_relaxed);
+    *hi = atomic_load_explicit(&ftr_stack_ranges[cls - 1].hi, memory_order_relaxed);
+    return 1;
+}
+
+/* The word at a, read without faulting (process_vm_readv on ourselves: a raw system call, any
+ * context): a shadow entry may name a slot on a stack the program has freed since (a
+ * coroutine's, dropped). @return 1 and *v, or 0 (not readable, or the call refused). */
+static inline int ftr_peek(uintptr_t a, uintptr_t *v)
+{
+    struct {
+        void *base;
+        unsigned long len;
+    } local = {v, sizeof *v}, remote = {(void *)a, sizeof *v};
+    long pid, rc;
+    __asm__ volatile("syscall" : "=a"(pid) : "a"(39 /* getpid */) : "rcx", "r11", "memory");
+    register long r10 __asm__("r10") = (long)&remote;
+    register long r8 __asm__("r8") = 1;
+    register long r9 __asm__("r9") = 0;
+    __asm__ volatile("syscall"
+                     : "=a"(rc)
+                     : "a"(310 /* process_vm_readv */), "D"(pid), "S"(&local), "d"(1), "r"(r10),
+                       "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
+    return rc == (long)sizeof *v;
+}
+
+/* Stacks of threads that share their creator's TLS (clone() with CLONE_VM and without
+ * CLONE_SETTLS): every ftr_tls field would be shared with a thread running at the same time.
+ * A hook on such a stack does nothing at all, before touching the TLS (hooks.c). */
+#define FTR_ASIDE_MAX 64u
+extern struct ftr_stack_range ftr_stack_aside_ranges[FTR_ASIDE_MAX] FTR_HIDDEN;
+extern atomic_uint ftr_stack_naside FTR_HIDDEN;
+static inline int ftr_stack_aside(uintptr_t a)
+{
+    uint32_t n = atomic_load_explicit(&ftr_stack_naside, memory_order_acquire);
+    for (uint32_t i = 0; i < n && i < FTR_ASIDE_MAX; i++) {
+        uintptr_t lo = atomic_load_explicit(&ftr_stack_aside_ranges[i].lo, memory_order_relaxed);
+        uintptr_t hi = atomic_load_explicit(&ftr_stack_aside_ranges[i].hi, memory_order_relaxed);
+        if (a - lo < hi - lo) return 1;
+    }
+    return 0;
+}
+/* The stack that ends at top (a clone() child's) is set aside: its mapping, at most 8 MiB of
+ * it below top. @return 0, or -1 (no room: 64 such stacks). */
+int ftr_stack_set_aside(uintptr_t top) FTR_HIDDEN;
+
 void ftr_stacks_init(void) FTR_HIDDEN; /* constructor: the main thread's stack, the default size */
 /* The calling thread's own stack: the main thread's (found at start), or the one around its
  * thread descriptor (size: the start wrapper's hint, 0 for the default). (0, 0) if sp (the

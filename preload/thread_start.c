@@ -4,14 +4,20 @@
  * call, even inside a signal handler, finds everything ready), with the stack bounds the
  * creating thread's attributes give. Threads started any other way are set up at their first
  * hook (threads.c, async-signal-safe as well).
+ *
+ * clone() wrapped too, for the children that share the caller's memory without a TLS block of
+ * their own (no CLONE_SETTLS): they would run on the caller's ftr_tls.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 
+#include "stacks.h"
 #include "tracer.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -96,4 +102,47 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
     int rc = real_create(th, attr, start, r);
     if (rc != 0) ftr_thread_unreserve(r);
     return rc;
+}
+
+typedef int (*clone_fn)(int (*)(void *), void *, int, void *, ...);
+static clone_fn real_clone;
+
+/* clone() without CLONE_SETTLS, with CLONE_VM: the child runs on its creator's TLS block, our
+ * per-thread state included. With CLONE_VFORK (a hand-rolled spawn) the creator waits until
+ * the child execs or exits: tracing is off in the creating thread meanwhile, as across vfork()
+ * (vfork_x86_64.S), and the child records nothing. Without it both run at once: the child's
+ * stack is set aside (its hooks return at once, stacks.h), and that is said once. The optional
+ * arguments are passed on as glibc's clone() reads them, whether given or not. */
+EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
+{
+    va_list ap;
+    va_start(ap, arg);
+    pid_t *ptid = va_arg(ap, pid_t *);
+    void *tls = va_arg(ap, void *);
+    pid_t *ctid = va_arg(ap, pid_t *);
+    va_end(ap);
+    if (!real_clone) real_clone = (clone_fn)ftr_next_sym("clone");
+    if (!real_clone) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (!(flags & CLONE_VM) || (flags & CLONE_SETTLS))
+        return real_clone(fn, stack, flags, arg, ptid, tls, ctid);
+    if (flags & CLONE_VFORK) {
+        uint32_t state = ftr_thread_pause();
+        int rc = real_clone(fn, stack, flags, arg, ptid, tls, ctid);
+        int e = errno;
+        ftr_thread_unpause(state);
+        errno = e;
+        return rc;
+    }
+    static int said;
+    int set = stack && ftr_stack_set_aside((uintptr_t)stack) == 0;
+    if (!set) ftr_thread_pause(); /* no room to tell it apart: its creator stops tracing too */
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED) && !ftr_cfg.quiet)
+        ftr_msg(set ? "a thread made by clone() without CLONE_SETTLS shares its creator's "
+                      "thread-local storage: its calls are not traced"
+                    : "a thread made by clone() without CLONE_SETTLS shares its creator's "
+                      "thread-local storage: neither is traced from now on");
+    return real_clone(fn, stack, flags, arg, ptid, tls, ctid);
 }

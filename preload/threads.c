@@ -26,6 +26,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "retaddr.h"
 #include "stacks.h"
 #include "tracer.h"
 
@@ -176,14 +177,12 @@ static struct ftr_thread *record_claim(void)
             atomic_compare_exchange_strong(&r->state, &free_state, REC_CLAIMED))
             return r;
     }
-    /* a new one: the record, its graveyard and its shadow stack in one mapping */
-    size_t head = (sizeof(struct ftr_thread) + FTR_GRAVE_SIZE * sizeof(struct ftr_shadow) + 4095) &
-                  ~(size_t)4095;
+    /* a new one: the record and its shadow stack in one mapping */
+    size_t head = (sizeof(struct ftr_thread) + 4095) & ~(size_t)4095;
     uint8_t *m = mmap(NULL, head + shadow_bytes(), PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) return NULL;
     struct ftr_thread *r = (struct ftr_thread *)m;
-    r->grave = (struct ftr_shadow *)(m + sizeof *r);
     r->shadow = (struct ftr_shadow *)(m + head);
     atomic_store(&r->state, REC_CLAIMED);
     struct ftr_thread *h = atomic_load(&threads);
@@ -198,7 +197,6 @@ static struct ftr_thread *record_claim(void)
 static void record_release(struct ftr_thread *r)
 {
     madvise(r->shadow, shadow_bytes(), MADV_DONTNEED);
-    memset(r->grave, 0, FTR_GRAVE_SIZE * sizeof *r->grave);
     r->tls = NULL;
     r->cur = r->spare = r->held = NULL;
     r->ended = 0;
@@ -252,8 +250,6 @@ static int setup(struct ftr_thread *r)
         /* where the thread runs: the hook's slot when this is its slow path, which runs on a
          * private stack (ftr_call_saving); else here (the start wrapper) */
         ftr_stack_bounds_here(r->stack_size, t->slow_sp, &t->stack_lo, &t->stack_hi);
-    t->grave = r->grave;
-    t->grave_pos = 0;
     t->thr = r;
     t->shadow_base = t->top = r->shadow;
     t->shadow_end = r->shadow + ftr_cfg.shadow_entries;
@@ -283,7 +279,7 @@ void ftr_thread_init_slow(void *reserved)
  * thread: the thread's end (thread_end) waits while the writer is inside this read. */
 static int tls_enter(struct ftr_thread *r)
 {
-    atomic_fetch_add(&r->reading, 1); /* a count: the writer and a foreign return may both read */
+    atomic_fetch_add(&r->reading, 1); /* a count: readers may overlap */
     if (atomic_load(&r->state) == REC_LIVE && r->tls) return 1;
     atomic_fetch_sub(&r->reading, 1);
     return 0;
@@ -291,71 +287,6 @@ static int tls_enter(struct ftr_thread *r)
 static void tls_leave(struct ftr_thread *r)
 {
     atomic_fetch_sub(&r->reading, 1);
-}
-
-/* A coroutine hooked a frame on one thread and returns from it on another (a fiber scheduler
- * moves it): this thread has no entry for the slot; the thread that hooked it has, in its
- * shadow stack or its graveyard (both in its record's mapping, which stays mapped). The entry
- * is read, then emptied where it still is (see below). */
-#define ORPHANS 4096u
-static struct {
-    _Atomic uintptr_t slot;
-    uintptr_t ret;
-} orphans[ORPHANS];
-static atomic_uint orphan_pos;
-
-/* A thread ends with entries on stacks not its own still open: coroutines suspended inside
- * those calls, which another thread may resume. Their return addresses are kept (the last
- * ORPHANS of them) for ftr_foreign_return. */
-static void keep_orphans(struct ftr_tls *t)
-{
-    for (const struct ftr_shadow *e = t->shadow_base; e && e < t->top; e++) {
-        if (!e->slot || e->ret == (uintptr_t)ftr_tramp_return ||
-            ftr_stack_class(t, e->slot) == FTR_STACK_OWN)
-            continue;
-        unsigned i = atomic_fetch_add(&orphan_pos, 1) % ORPHANS;
-        atomic_store(&orphans[i].slot, 0);
-        orphans[i].ret = e->ret;
-        atomic_store(&orphans[i].slot, e->slot);
-    }
-}
-
-void ftr_foreign_return(void *arg)
-{
-    struct ftr_foreign *q = arg;
-    for (unsigned i = 0; i < ORPHANS && !q->ret; i++) {
-        uintptr_t s = q->slot;
-        if (atomic_load(&orphans[i].slot) != s) continue;
-        uintptr_t ret = orphans[i].ret;
-        if (atomic_compare_exchange_strong(&orphans[i].slot, &s, 0)) q->ret = ret;
-    }
-    for (struct ftr_thread *r = atomic_load(&threads); r && !q->ret; r = r->next) {
-        if (r == ftr_tls.thr || !tls_enter(r)) continue;
-        const struct ftr_shadow *top = __atomic_load_n(&r->tls->top, __ATOMIC_ACQUIRE);
-        tls_leave(r);
-        const struct ftr_shadow *base = r->shadow;
-        if (top < base || top > base + ftr_cfg.shadow_entries) continue;
-        for (const struct ftr_shadow *e = top; e > base; e--) {
-            if (__atomic_load_n(&e[-1].slot, __ATOMIC_RELAXED) != q->slot) continue;
-            struct ftr_shadow *lo = (struct ftr_shadow *)e - 1; /* a tail-call group's lowest */
-            while (lo > base && lo[-1].slot == q->slot)
-                lo--;
-            if (lo->ret == (uintptr_t)ftr_tramp_return) break;
-            q->ret = lo->ret;
-            /* The frame returns here, so that thread's entries for it are stale: emptied, lest
-             * the coroutine come back to it and a later frame at the same address find them.
-             * Only this address is emptied (while the coroutine runs here, no live entry of that
-             * thread has it), and only if it is still there (that thread may move entries). */
-            for (struct ftr_shadow *p = lo; p < e; p++) {
-                uintptr_t want = q->slot;
-                __atomic_compare_exchange_n(&p->slot, &want, 0, 0, __ATOMIC_RELAXED,
-                                            __ATOMIC_RELAXED);
-            }
-            break;
-        }
-        for (unsigned i = 0; i < FTR_GRAVE_SIZE && !q->ret; i++)
-            if (r->grave[i].slot == q->slot && r->grave[i].ret) q->ret = r->grave[i].ret;
-    }
 }
 
 struct ftr_rec *ftr_thread_pos(struct ftr_thread *r)
@@ -388,7 +319,6 @@ static void thread_end(struct ftr_thread *r)
         sched_yield();
     t->pos = t->end = NULL;
     t->shadow_base = t->shadow_end = t->top = NULL;
-    t->grave = NULL;
     t->thr = NULL;
     ftr_slow_area_free();
     ftr_wake_writer();
@@ -402,7 +332,6 @@ static void thread_destructor(void *arg)
      * which may call traced code: come back for glibc's second round (it makes one while any
      * key is set), and end there. (Not the last round: sanitizers keep that for their own.) */
     if (++ftr_tls.dtor_rounds < 2 && pthread_setspecific(thread_key, r) == 0) return;
-    keep_orphans(&ftr_tls);
     ftr_close_all_frames(); /* left by pthread_exit() or cancellation: they end with the thread */
     thread_end(r);
 }
@@ -440,7 +369,6 @@ void ftr_thread_off(void)
     for (int i = 0; i < 2; i++)
         if (chunks[i]) ftr_release_chunk(chunks[i]);
     t->shadow_base = t->shadow_end = t->top = NULL;
-    t->grave = NULL;
     t->thr = NULL;
     ftr_slow_area_free();
     record_release(r);
@@ -518,6 +446,7 @@ int ftr_threads_init(void)
     if (pthread_key_create(&thread_key, thread_destructor) != 0) return -1;
     key_direct = thread_key < KEY_DIRECT;
     ftr_stacks_init();
+    ftr_retaddr_init();
     return 0;
 }
 

@@ -77,7 +77,6 @@ enum ftr_tstate {
 
 struct ftr_chunk;
 struct ftr_thread;
-#define FTR_GRAVE_SIZE 256u /* power of two */
 
 struct ftr_tls {
     struct ftr_rec *pos;            /* next free record in the current chunk */
@@ -103,9 +102,7 @@ struct ftr_tls {
                                      interrupted a record, whose slot is still empty) */
     struct ftr_thread *thr;       /* registry entry (threads.c) */
     uintptr_t stack_lo, stack_hi; /* this thread's own stack (0, 0: unknown) */
-    struct ftr_shadow *grave;     /* FTR_GRAVE_SIZE entries closed as dead, most recent last */
-    uint32_t grave_pos;
-    uint32_t rec_depth;     /* recorded frames open (for --max-depth) */
+    uint32_t rec_depth;           /* recorded frames open (for --max-depth) */
     uint32_t chain_n;       /* hooks.c: stacks resumed one inside another (swapcontext), ... */
     uint32_t chain[31];     /* ... outermost first: the last one runs (stack classes) */
     uint32_t graph_open;    /* --graph-function roots open */
@@ -128,6 +125,7 @@ struct ftr_hot {
     uint64_t threshold_ticks; /* --threshold, in TSC ticks */
     uint64_t threshold_from;  /* only entries after this tsc may be taken back */
     int clock_mono;           /* timestamps are CLOCK_MONOTONIC ns: the TSC is not trusted */
+    atomic_int aside;         /* some stack is set aside (stacks.h, ftr_stack_aside) */
 } __attribute__((aligned(64)));
 extern struct ftr_hot ftr_hot FTR_HIDDEN;
 
@@ -306,27 +304,27 @@ struct ftr_chunk {
     struct ftr_rec rec[];        /* zeroed before (re)use: a zero head is an unfilled slot */
 };
 
-/* A thread's record (threads.c): mapped once with its graveyard and shadow stack, never
+/* A thread's record (threads.c): mapped once with its shadow stack, never
  * unlinked from the list of records, reused by a later thread once the writer is done. */
 struct ftr_thread {
     struct ftr_thread *next; /* list of every record */
     atomic_int state;        /* free, claimed, live, ended, reapable (threads.c) */
     atomic_int reading;      /* the writer is reading tls: the thread's end waits */
     uint32_t tid;
-    int ended;               /* the thread ended; the writer frees it after the last flush */
-    int safe_start;          /* set up by the start wrapper (pthread_create), not at a hook */
-    struct ftr_tls *tls;     /* that thread's TLS block (its address is valid process-wide) */
-    struct ftr_chunk *cur;   /* chunk being filled (atomic: the writer reads it) */
-    struct ftr_chunk *spare; /* the next one, ready: a full chunk is replaced without a lock */
-    struct ftr_chunk *held;  /* full, but a record interrupted by a signal is still to be
-                                written into it: handed to the writer at the next chance; a
-                                chain (held_next), newest first: the next switch may come in
-                                another handler before that chance */
-    uint64_t next_seq;       /* seq0 of this thread's next chunk */
-    struct ftr_shadow *grave, *shadow; /* in the record's mapping */
-    uintptr_t stack_lo, stack_hi;      /* from the start wrapper, if it knew them (else 0) */
-    size_t stack_size;                 /* the start wrapper's size hint (0: the default) */
-    void *(*start_fn)(void *);         /* the program's start routine and argument */
+    int ended;                    /* the thread ended; the writer frees it after the last flush */
+    int safe_start;               /* set up by the start wrapper (pthread_create), not at a hook */
+    struct ftr_tls *tls;          /* that thread's TLS block (its address is valid process-wide) */
+    struct ftr_chunk *cur;        /* chunk being filled (atomic: the writer reads it) */
+    struct ftr_chunk *spare;      /* the next one, ready: a full chunk is replaced without a lock */
+    struct ftr_chunk *held;       /* full, but a record interrupted by a signal is still to be
+                                     written into it: handed to the writer at the next chance; a
+                                     chain (held_next), newest first: the next switch may come in
+                                     another handler before that chance */
+    uint64_t next_seq;            /* seq0 of this thread's next chunk */
+    struct ftr_shadow *shadow;    /* in the record's mapping */
+    uintptr_t stack_lo, stack_hi; /* from the start wrapper, if it knew them (else 0) */
+    size_t stack_size;            /* the start wrapper's size hint (0: the default) */
+    void *(*start_fn)(void *);    /* the program's start routine and argument */
     void *start_arg;
     char name[16];
 };
@@ -334,12 +332,6 @@ struct ftr_thread {
 /* First hook in a thread (reserved: NULL), or the start wrapper before the start routine
  * (reserved: the record it took in the creating thread). Any context: mmap only, no lock. */
 void ftr_thread_init_slow(void *reserved) FTR_HIDDEN;
-/* A return whose frame was hooked by another thread (a coroutine resumed there): that entry's
- * real return address, read from the other thread's shadow stack (ret 0: none). */
-struct ftr_foreign {
-    uintptr_t slot, ret;
-};
-void ftr_foreign_return(void *q) FTR_HIDDEN;
 struct ftr_thread *ftr_thread_reserve(void) FTR_HIDDEN; /* NULL: not tracing (yet) */
 /* thread_start.c: pthread_create() for our own threads (never traced, nothing recorded; every
  * signal blocked in them from their first instruction; detached or joinable) */

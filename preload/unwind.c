@@ -29,6 +29,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "retaddr.h"
+#include "stacks.h"
 #include "tracer.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -100,27 +102,12 @@ EXPORT __attribute__((noreturn)) void __longjmp_chk(sigjmp_buf env, int val)
 
 /* ---- real return addresses, for unwinders ---- */
 
-/* The real return address of the frame hooked at slot: the lowest entry of the group hooked
- * there (a tail call leaves several; only the lowest holds it), else the graveyard's (a frame
- * closed too early). @return 0 when there is none. */
+/* The real return address of the frame hooked at slot, from the book (retaddr.h), whichever
+ * thread hooked it (a coroutine resumed here). @return 0 when there is none. */
 static uintptr_t real_return(const struct ftr_tls *t, uintptr_t slot)
 {
-    const struct ftr_shadow *e = t->top;
-    while (e > t->shadow_base && e[-1].slot != slot)
-        e--;
-    if (e > t->shadow_base) {
-        e--;
-        while (e > t->shadow_base && e[-1].slot == slot)
-            e--;
-        return e->ret != (uintptr_t)ftr_tramp_return ? e->ret : 0;
-    }
-    for (unsigned i = 1; i <= FTR_GRAVE_SIZE && t->grave; i++) {
-        const struct ftr_shadow *g = &t->grave[(t->grave_pos - i) & (FTR_GRAVE_SIZE - 1)];
-        if (g->slot == slot && g->ret) return g->ret;
-    }
-    struct ftr_foreign q = {slot, 0}; /* hooked on another thread: a coroutine resumed here */
-    ftr_foreign_return(&q);
-    return q.ret;
+    (void)t;
+    return ftr_ret_get(slot);
 }
 
 uintptr_t ftr_walk_real_return(uintptr_t slot)
@@ -129,32 +116,65 @@ uintptr_t ftr_walk_real_return(uintptr_t slot)
     return t->shadow_base ? real_return(t, slot) : 0;
 }
 
-/* Puts the real return address back in the hooked slots of this thread above `above` (0:
- * every slot), marking those entries when mark (they are hooked again by rehook_marked()).
- * Entries being filled or emptied (slot 0) are skipped: a signal handler may run this in the
- * middle of a hook. */
+/* A shadow entry's slot may lie on a stack the program has freed since (a dropped coroutine's):
+ * a slot on the stack we run on, above us, is read directly; any other is peeked at. */
+struct on_stack {
+    uintptr_t lo, hi;
+};
+static struct on_stack stack_here(const struct ftr_tls *t)
+{
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0), lo, hi;
+    if (!ftr_stack_bounds_of(t, here, &lo, &hi)) return (struct on_stack){0, 0};
+    return (struct on_stack){here, hi};
+}
+static int slot_word(const struct on_stack *h, uintptr_t slot, uintptr_t *v)
+{
+    if (slot - h->lo < h->hi - h->lo && !(slot & 7)) {
+        *v = *(const uintptr_t *)slot;
+        return 1;
+    }
+    return ftr_peek(slot, v);
+}
+
+/* Puts the real return address (the book's) back in the hooked slots of this thread above
+ * `above` (0: every slot), marking those entries when mark (they are hooked again by
+ * rehook_marked()). Entries being filled or emptied (slot 0) are skipped: a signal handler may
+ * run this in the middle of a hook. */
 static void unhook_all(uintptr_t above, int mark)
 {
     struct ftr_tls *t = &ftr_tls;
     if (!t->shadow_base) return;
+    struct on_stack h = stack_here(t);
     for (struct ftr_shadow *e = t->shadow_base; e < t->top; e++) {
-        uintptr_t *slot = (uintptr_t *)e->slot;
-        if (!slot || e->slot <= above || e->ret == (uintptr_t)ftr_tramp_return ||
-            *slot != (uintptr_t)ftr_tramp_return)
+        uintptr_t w, ret;
+        if (!e->slot || e->slot <= above || !slot_word(&h, e->slot, &w) ||
+            w != (uintptr_t)ftr_tramp_return || !(ret = ftr_ret_get(e->slot)))
             continue;
-        *slot = e->ret;
+        *(uintptr_t *)e->slot = ret;
         if (mark) e->flags |= FTR_SH_UNHOOKED;
     }
+}
+
+/* Gives entry e's slot our trampoline again if it holds the address the book has for it (a
+ * called-through frame's slot was never ours). */
+static void rehook(const struct on_stack *h, const struct ftr_shadow *e)
+{
+    uintptr_t w;
+    if (!e->slot || (e->flags & FTR_SH_THROUGH) || !slot_word(h, e->slot, &w) ||
+        w == (uintptr_t)ftr_tramp_return)
+        return;
+    if (w == ftr_ret_get(e->slot)) *(uintptr_t *)e->slot = (uintptr_t)ftr_tramp_return;
 }
 
 static void rehook_marked(void)
 {
     struct ftr_tls *t = &ftr_tls;
     if (!t->shadow_base) return;
+    struct on_stack h = stack_here(t);
     for (struct ftr_shadow *e = t->shadow_base; e < t->top; e++) {
         if (!e->slot || !(e->flags & FTR_SH_UNHOOKED)) continue;
         e->flags &= ~FTR_SH_UNHOOKED;
-        if (*(uintptr_t *)e->slot == e->ret) *(uintptr_t *)e->slot = (uintptr_t)ftr_tramp_return;
+        rehook(&h, e);
     }
 }
 
@@ -163,11 +183,9 @@ static void rehook_all(void)
 {
     struct ftr_tls *t = &ftr_tls;
     if (!t->shadow_base) return;
-    for (struct ftr_shadow *e = t->shadow_base; e < t->top; e++) {
-        uintptr_t *slot = (uintptr_t *)e->slot;
-        if (slot && e->ret != (uintptr_t)ftr_tramp_return && *slot == e->ret)
-            *slot = (uintptr_t)ftr_tramp_return;
-    }
+    struct on_stack h = stack_here(t);
+    for (struct ftr_shadow *e = t->shadow_base; e < t->top; e++)
+        rehook(&h, e);
 }
 
 /* The head of libgcc's struct _Unwind_Context on x86-64 (unwind-dw2.c):

@@ -4,10 +4,11 @@
 #
 # A traced function whose return is hooked (mcount sites, FTRACE_EXIT=hook, functions not called
 # through) has ftr_tramp_return as its return address; the real one is in the thread's shadow
-# stack (libftrace.so's ftr_tls). libgcc's unwinder gets it from the pseudo-frame's personality
-# routine, which gdb does not run: without this script gdb's backtrace stops there ("Backtrace
-# stopped"). This unwinder reads the shadow stack with gdb's own TLS support and gives gdb the
-# real caller. A frame filter also hides the call-through trampoline's frames (ftr_tramp_through),
+# book of return addresses (libftrace.so's ftr_ret_book, preload/retaddr.h), kept by the stack
+# slot it was taken from. libgcc's unwinder gets it from the pseudo-frame's personality routine,
+# which gdb does not run: without this script gdb's backtrace stops there ("Backtrace stopped").
+# This unwinder reads the book as retaddr.h does and gives gdb the real caller, whichever thread
+# hooked the frame. A frame filter also hides the call-through trampoline's frames (ftr_tramp_through),
 # so that `bt` lists the program's frames only; `bt -no-filters` shows them.
 #
 # Needs libftrace.so's symbols (ftrace-run's build keeps them) and gdb's Python.
@@ -22,6 +23,40 @@ def _addr(name):
         return int(gdb.parse_and_eval("(unsigned long)&" + name))
     except gdb.error:
         return None
+
+
+# retaddr.h: FTR_RET_BITS, FTR_RET_PROBES and ftr_ret_home()
+_RET_BITS, _RET_PROBES = 22, 256
+_RET_N = 1 << _RET_BITS
+
+
+def _book_home(slot):
+    group = ((slot >> 9) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    return ((group >> (64 - (_RET_BITS - 6))) << 6 | ((slot >> 3) & 63)) & (_RET_N - 1)
+
+
+def _book_lookup(slot):
+    """The real return address the book keeps for slot (0: none)."""
+    try:
+        book = int(gdb.parse_and_eval("(unsigned long)ftr_ret_book"))
+    except gdb.error:
+        return 0
+    if not book:
+        return 0
+    inferior = gdb.selected_inferior()
+    i = _book_home(slot)
+    for _ in range(_RET_PROBES):
+        try:
+            key, ret = [int.from_bytes(bytes(inferior.read_memory(book + 16 * i + 8 * k, 8)),
+                                       "little") for k in (0, 1)]
+        except gdb.MemoryError:
+            return 0
+        if key == slot:
+            return ret
+        if key == 0:
+            return 0
+        i = (i + 1) & (_RET_N - 1)
+    return 0
 
 
 class _FrameId:
@@ -44,22 +79,7 @@ class FtraceUnwinder(Unwinder):
         if pc != ret_tramp:
             return None
         slot = sp - 8
-        try:
-            tls = gdb.parse_and_eval("ftr_tls")
-            base = int(tls["shadow_base"])
-            top = int(tls["top"])
-            size = gdb.lookup_type("struct ftr_shadow").sizeof
-        except gdb.error:
-            return None
-        ret = 0
-        e = top - size
-        while e >= base and base:  # innermost first; a tail call's entries share the slot
-            entry = gdb.parse_and_eval("*(struct ftr_shadow *)%d" % e)
-            if int(entry["slot"]) == slot:
-                ret = int(entry["ret"])  # the bottom one of the slot holds the real address
-            elif ret:
-                break
-            e -= size
+        ret = _book_lookup(slot)
         if not ret or ret == ret_tramp:
             return None
         info = pending.create_unwind_info(_FrameId(sp_v, pc_v))

@@ -3,7 +3,8 @@
 # already there).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libelf-dev libdw-dev libzstd-dev zlib1g-dev libcriterion-dev
-      python3 clang clang-format libclang-rt-14-dev gdb libunwind-dev)
+      python3 clang clang-format libclang-rt-14-dev gdb libunwind-dev
+      libboost-context-dev)
 # CI (CI=true) or FTR_WITH_CHROMIUM=1 also installs Debian's Chromium, with which the flame
 # graph test renders the SVG headless; without it that test checks the SVG as XML only.
 if [[ ${CI:-} == true || ${FTR_WITH_CHROMIUM:-0} == 1 ]]; then

@@ -9,6 +9,7 @@ matched order-free), what is left open at the end, and the same open calls in --
 The programs are tests/integration/progs/b*.c, b*.cpp, libb*.c; each says its expected tree.
 
 usage: behaviours.py --bin DIR --flagset NAME [--opt O0|O2|both] [--keep] [--only CASE[,CASE]]
+                     [--repeat N]
 """
 import collections
 import os
@@ -1180,6 +1181,9 @@ def main():
     ap.add_argument("--only", action="append", default=[],
                     help="run only these cases (comma-separated, repeatable; a trailing * "
                          "matches a prefix): %s" % ", ".join(sorted(CASES)))
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run each case's traced run this many times (built once; stops at the "
+                         "case's first failure): scripts/stress.sh")
     a = ap.parse_args()
     only = [n for o in a.only for n in o.split(",") if n]
 
@@ -1189,7 +1193,9 @@ def main():
         if not any(picked(c, n) for c in CASES):
             ap.error("no case %s (cases: %s)" % (n, ", ".join(sorted(CASES))))
     cc = FLAGSETS[a.flagset][0]
-    return run_matrix(a, CASES, run_case, "ftr-bh-",
+    def repeated(*args):
+        return all(run_case(*args) for _ in range(a.repeat))
+    return run_matrix(a, CASES, repeated, "ftr-bh-",
                       lambda name, case, opt: opt in case.opts and cc in case.compilers and
                       (base_config(a.flagset) or not case.base_only) and
                       (not only or any(picked(name, n) for n in only)))

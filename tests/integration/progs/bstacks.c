@@ -1,0 +1,607 @@
+/* bstacks: programs that switch stacks (issue 28), run by tests/integration/stacks_tests.py.
+ * usage: bstacks MODE [ARGS]. Each mode computes a deterministic answer and prints it, then one
+ * line "count FUNC N" per traced function it ran, from its own (atomic) counters: the traced
+ * run must print the same, and ftrace-report --summary must count each FUNC N times, none left
+ * open (every traced call returns before the program ends).
+ *   migrate       4 pthread workers share a mutex-protected run queue of 64 ucontext coroutines
+ *                 (64 KiB heap stacks). A coroutine runs 4 rounds of m_step -> m_inner -> m_leaf
+ *                 and yields (swapcontext to the scheduler context of the worker that resumed
+ *                 it) inside m_leaf and again inside m_inner; it goes back on the queue and
+ *                 whichever worker pops it next resumes it (never the one that ran it last:
+ *                 each of its 9 resumes is on another thread than the one before).
+ *   fctx N D      hand-written fcontext-style switch (bs_switch, toplevel asm: never
+ *                 instrumented) on mmap'd stacks: N coroutines, each suspended inside f_body ->
+ *                 f_deep x D -> f_yield, resumed round robin by f_resume, 3 rounds. Run as
+ *                 "fctx 200 3" (many coroutines) and "fctx 2 300" (deep recursion).
+ *   sjlj          2 coroutines, each entered once through bs_switch and from then on switched
+ *                 with setjmp/longjmp only ("if (!setjmp(own)) longjmp(other, 1)"), 50 frames
+ *                 of s_deep down, ping-pong 300 rounds each (s_leaf every round).
+ *   many N D R    N ucontext coroutines (default 5400) each suspended D (3) frames of m_deep
+ *                 deep, R (2) rounds, resumed round robin by m_resume.
+ *   clonetls      a thread made by clone(CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|
+ *                 CLONE_THREAD|CLONE_SYSVSEM) without CLONE_SETTLS: it shares its creator's TLS.
+ *                 It runs only traced code and raw system calls (ct_child -> ct_cwork ->
+ *                 ct_cmid -> ct_cleaf) while the creator runs the same computation (ct_work ->
+ *                 ct_mid -> ct_leaf); the creator waits for it on the CLONE_CHILD_CLEARTID
+ *                 futex. The thread's calls are "maybe" ones: a tracer may step aside from it.
+ *   clonevfork    20 rounds of a hand-rolled spawn: main -> vf_spawn clones with
+ *                 CLONE_VM|CLONE_VFORK; the child runs vf_child -> vf_leaf on its own small
+ *                 stack and exit_group()s (raw syscall); then main -> vf_parent. Besides the
+ *                 counts it prints "path P N" lines: the root process's call paths, exactly
+ *                 (the child's calls are not the parent's, the parent's tree does not nest
+ *                 deeper each round), and "maybe FUNC N" for the child's functions: counted N
+ *                 times (in a process of their own) or not at all. */
+#define _GNU_SOURCE
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <ucontext.h>
+#include <unistd.h>
+#include "behave.h"
+
+/* a function's own call counter: HIT(f) at its start, SHOW(f) prints "count f N" */
+#define CNT(f) static atomic_long n_##f
+#define HIT(f) atomic_fetch_add_explicit(&n_##f, 1, memory_order_relaxed)
+#define SHOW(f) printf("count %s %ld\n", #f, (long)atomic_load(&n_##f))
+#define MAYBE(f) printf("maybe %s %ld\n", #f, (long)atomic_load(&n_##f)) /* N or 0 traced */
+
+/* ---- bs_switch(&from_sp, to_sp): save the callee-saved registers on this stack, store its
+ * stack pointer in *from, load to, restore, return there. bs_trampoline starts a new stack:
+ * fn (r13) is called with arg (r12) and never returns. ---- */
+__asm__(".text\n"
+        ".globl bs_switch\n"
+        ".hidden bs_switch\n"
+        ".type bs_switch,@function\n"
+        "bs_switch:\n"
+        "    pushq %rbp\n    pushq %rbx\n    pushq %r12\n    pushq %r13\n"
+        "    pushq %r14\n    pushq %r15\n"
+        "    movq %rsp, (%rdi)\n"
+        "    movq %rsi, %rsp\n"
+        "    popq %r15\n    popq %r14\n    popq %r13\n    popq %r12\n"
+        "    popq %rbx\n    popq %rbp\n"
+        "    ret\n"
+        ".size bs_switch, .-bs_switch\n"
+        ".globl bs_trampoline\n"
+        ".hidden bs_trampoline\n"
+        ".type bs_trampoline,@function\n"
+        "bs_trampoline:\n"
+        "    .cfi_startproc\n"
+        "    .cfi_undefined rip\n"
+        "    xorl %ebp, %ebp\n"
+        "    movq %r12, %rdi\n"
+        "    andq $-16, %rsp\n"
+        "    callq *%r13\n"
+        "    ud2\n"
+        "    .cfi_endproc\n"
+        ".size bs_trampoline, .-bs_trampoline\n");
+void bs_switch(void **from, void *to);
+void bs_trampoline(void);
+
+/* An mmap'd stack (its lowest page a guard) set up so that bs_switch to the returned stack
+ * pointer runs fn(arg). */
+NOTRACE static void *bs_stack(size_t size, void (*fn)(void *), void *arg)
+{
+    char *p =
+        mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (p == MAP_FAILED) {
+        perror("mmap");
+        exit(2);
+    }
+    mprotect(p, 4096, PROT_NONE);
+    void **sp = (void **)(p + size);
+    *--sp = 0;
+    *--sp = (void *)bs_trampoline; /* bs_switch's ret */
+    *--sp = 0;                     /* rbp */
+    *--sp = 0;                     /* rbx */
+    *--sp = arg;                   /* r12 */
+    *--sp = (void *)fn;            /* r13 */
+    *--sp = 0;                     /* r14 */
+    *--sp = 0;                     /* r15 */
+    return sp;
+}
+
+CNT(main);
+
+/* ---- migrate ---- */
+#define MG_CO 64
+#define MG_WORKERS 4
+#define MG_ROUNDS 4
+struct mco {
+    ucontext_t uc, *back; /* back: the scheduler context of the worker running it */
+    int id, done, last;   /* last: the worker that ran it last (1..), 0: none yet */
+    long val;
+};
+static struct mco mg_co[MG_CO];
+static struct mco *mg_queue[MG_CO];
+static int mg_head, mg_len, mg_finished;
+static pthread_mutex_t mg_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t mg_cond = PTHREAD_COND_INITIALIZER;
+CNT(m_worker);
+CNT(m_body);
+CNT(m_step);
+CNT(m_inner);
+CNT(m_leaf);
+
+NOTRACE static void mg_yield(struct mco *c)
+{
+    swapcontext(&c->uc, c->back);
+}
+NOINLINE long m_leaf(struct mco *c, long r)
+{
+    HIT(m_leaf);
+    long v = c->id * 100 + r;
+    mg_yield(c);
+    return v;
+}
+NOINLINE long m_inner(struct mco *c, long r)
+{
+    HIT(m_inner);
+    long v = m_leaf(c, r) * 3;
+    mg_yield(c);
+    return v + 1;
+}
+NOINLINE long m_step(struct mco *c, long r)
+{
+    HIT(m_step);
+    long v = m_inner(c, r);
+    KEEP(v);
+    return v + r;
+}
+NOINLINE void m_body(struct mco *c)
+{
+    HIT(m_body);
+    for (int r = 0; r < MG_ROUNDS; r++)
+        c->val += m_step(c, r);
+}
+NOTRACE static void mg_entry(int id)
+{
+    struct mco *c = &mg_co[id];
+    m_body(c);
+    c->done = 1;
+    setcontext(c->back); /* never resumed */
+}
+NOINLINE void *m_worker(void *arg)
+{
+    HIT(m_worker);
+    ucontext_t sched;
+    int me = (int)(long)arg;
+    pthread_mutex_lock(&mg_lock);
+    for (;;) {
+        /* the head, unless this worker ran it last: every resume moves it to another thread */
+        while ((!mg_len || mg_queue[mg_head]->last == me) && mg_finished < MG_CO)
+            pthread_cond_wait(&mg_cond, &mg_lock);
+        if (mg_finished == MG_CO) break;
+        struct mco *c = mg_queue[mg_head];
+        mg_head = (mg_head + 1) % MG_CO;
+        mg_len--;
+        pthread_cond_broadcast(&mg_cond); /* a new head */
+        pthread_mutex_unlock(&mg_lock);
+        c->back = &sched;
+        c->last = me;
+        swapcontext(&sched, &c->uc);
+        pthread_mutex_lock(&mg_lock);
+        if (c->done)
+            mg_finished++;
+        else
+            mg_queue[(mg_head + mg_len++) % MG_CO] = c;
+        pthread_cond_broadcast(&mg_cond);
+    }
+    pthread_mutex_unlock(&mg_lock);
+    return NULL;
+}
+NOTRACE static void run_migrate(void)
+{
+    for (int i = 0; i < MG_CO; i++) {
+        struct mco *c = &mg_co[i];
+        c->id = i;
+        getcontext(&c->uc);
+        c->uc.uc_stack.ss_sp = malloc(64 * 1024);
+        c->uc.uc_stack.ss_size = 64 * 1024;
+        makecontext(&c->uc, (void (*)(void))mg_entry, 1, i);
+        mg_queue[mg_len++] = c;
+    }
+    pthread_t t[MG_WORKERS];
+    for (int i = 0; i < MG_WORKERS; i++)
+        pthread_create(&t[i], NULL, m_worker, (void *)(long)(i + 1));
+    for (int i = 0; i < MG_WORKERS; i++)
+        pthread_join(t[i], NULL);
+    long sum = 0;
+    for (int i = 0; i < MG_CO; i++)
+        sum += mg_co[i].val;
+    printf("migrate: %ld\n", sum);
+    SHOW(m_worker);
+    SHOW(m_body);
+    SHOW(m_step);
+    SHOW(m_inner);
+    SHOW(m_leaf);
+}
+
+/* ---- fctx ---- */
+struct fco {
+    void *sp, *back;
+    int id, done;
+    long val;
+};
+static int f_depth;
+CNT(f_resume);
+CNT(f_body);
+CNT(f_deep);
+CNT(f_yield);
+
+NOINLINE void f_yield(struct fco *c)
+{
+    HIT(f_yield);
+    bs_switch(&c->sp, c->back);
+    NOTAIL();
+}
+NOINLINE long f_deep(struct fco *c, int d, int r)
+{
+    HIT(f_deep);
+    if (d == 1) {
+        f_yield(c);
+        return c->id * 7 + r;
+    }
+    long v = f_deep(c, d - 1, r);
+    KEEP(v);
+    return v + 1;
+}
+NOINLINE void f_body(struct fco *c)
+{
+    HIT(f_body);
+    for (int r = 0; r < 3; r++)
+        c->val += f_deep(c, f_depth, r);
+}
+NOTRACE static void f_entry(void *arg)
+{
+    struct fco *c = arg;
+    f_body(c);
+    c->done = 1;
+    bs_switch(&c->sp, c->back); /* never resumed */
+}
+NOINLINE void f_resume(struct fco *c)
+{
+    HIT(f_resume);
+    bs_switch(&c->back, c->sp);
+    NOTAIL();
+}
+NOTRACE static void run_fctx(int n, int depth)
+{
+    struct fco *co = calloc(n, sizeof *co);
+    f_depth = depth;
+    for (int i = 0; i < n; i++) {
+        co[i].id = i;
+        co[i].sp = bs_stack(256 * 1024, f_entry, &co[i]);
+    }
+    for (int any = 1; any;) {
+        any = 0;
+        for (int i = 0; i < n; i++)
+            if (!co[i].done) {
+                f_resume(&co[i]);
+                any = 1;
+            }
+    }
+    long sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += co[i].val;
+    printf("fctx %d %d: %ld\n", n, depth, sum);
+    SHOW(f_resume);
+    SHOW(f_body);
+    SHOW(f_deep);
+    SHOW(f_yield);
+}
+
+/* ---- sjlj ---- */
+#define SJ_DEPTH 50
+#define SJ_ROUNDS 300
+struct sco {
+    jmp_buf jb;
+    void *sp;
+    struct sco *other;
+    int id, done;
+    long val;
+};
+static struct sco sj_co[2];
+static jmp_buf sj_main;
+CNT(s_run);
+CNT(s_deep);
+CNT(s_bottom);
+CNT(s_leaf);
+
+NOINLINE void s_leaf(struct sco *c, int r)
+{
+    HIT(s_leaf);
+    c->val += c->id * 1000 + r;
+}
+NOINLINE void s_bottom(struct sco *c)
+{
+    HIT(s_bottom);
+    if (!setjmp(c->jb)) longjmp(sj_main, 1); /* parked: entered once, back to s_run */
+    for (volatile int r = 0; r < SJ_ROUNDS; r++) {
+        s_leaf(c, r);
+        if (!setjmp(c->jb)) {
+            if (c->other->done) longjmp(sj_main, 1);
+            longjmp(c->other->jb, 1);
+        }
+    }
+}
+NOINLINE long s_deep(struct sco *c, int d)
+{
+    HIT(s_deep);
+    if (d == 1) {
+        s_bottom(c);
+        return 1;
+    }
+    long v = s_deep(c, d - 1);
+    KEEP(v);
+    return v + 1;
+}
+NOTRACE static void s_entry(void *arg)
+{
+    struct sco *c = arg;
+    c->val += s_deep(c, SJ_DEPTH);
+    c->done = 1;
+    longjmp(sj_main, 1);
+}
+NOINLINE void s_run(void)
+{
+    HIT(s_run);
+    static void *dummy;
+    for (volatile int i = 0; i < 2; i++)
+        if (!setjmp(sj_main)) bs_switch(&dummy, sj_co[i].sp);
+    for (volatile int i = 0; i < 2; i++)
+        while (!sj_co[i].done)
+            if (!setjmp(sj_main)) longjmp(sj_co[i].jb, 1);
+}
+NOTRACE static void run_sjlj(void)
+{
+    for (int i = 0; i < 2; i++) {
+        sj_co[i].id = i;
+        sj_co[i].other = &sj_co[1 - i];
+        sj_co[i].sp = bs_stack(256 * 1024, s_entry, &sj_co[i]);
+    }
+    s_run();
+    printf("sjlj: %ld %ld\n", sj_co[0].val, sj_co[1].val);
+    SHOW(s_run);
+    SHOW(s_deep);
+    SHOW(s_bottom);
+    SHOW(s_leaf);
+}
+
+/* ---- many ---- */
+struct uco {
+    ucontext_t uc;
+    int done;
+    long val;
+};
+static struct uco *mn_co;
+static ucontext_t mn_main;
+static int mn_depth, mn_rounds;
+CNT(m_resume);
+CNT(m_task);
+CNT(m_deep);
+
+NOINLINE long m_deep(struct uco *c, int d, int r)
+{
+    HIT(m_deep);
+    if (d == 1) {
+        swapcontext(&c->uc, &mn_main);
+        return (c - mn_co) % 97 + r;
+    }
+    long v = m_deep(c, d - 1, r);
+    KEEP(v);
+    return v + 1;
+}
+NOINLINE void m_task(struct uco *c)
+{
+    HIT(m_task);
+    for (int r = 0; r < mn_rounds; r++)
+        c->val += m_deep(c, mn_depth, r);
+}
+NOTRACE static void mn_entry(int i)
+{
+    m_task(&mn_co[i]);
+    mn_co[i].done = 1;
+    setcontext(&mn_main); /* never resumed */
+}
+NOINLINE void m_resume(struct uco *c)
+{
+    HIT(m_resume);
+    swapcontext(&mn_main, &c->uc);
+    NOTAIL();
+}
+NOTRACE static void run_many(int n, int depth, int rounds)
+{
+    mn_co = calloc(n, sizeof *mn_co);
+    mn_depth = depth;
+    mn_rounds = rounds;
+    for (int i = 0; i < n; i++) {
+        getcontext(&mn_co[i].uc);
+        mn_co[i].uc.uc_stack.ss_sp = malloc(32 * 1024);
+        mn_co[i].uc.uc_stack.ss_size = 32 * 1024;
+        makecontext(&mn_co[i].uc, (void (*)(void))mn_entry, 1, i);
+    }
+    for (int any = 1; any;) {
+        any = 0;
+        for (int i = 0; i < n; i++)
+            if (!mn_co[i].done) {
+                m_resume(&mn_co[i]);
+                any = 1;
+            }
+    }
+    long sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += mn_co[i].val;
+    printf("many %d %d %d: %ld\n", n, depth, rounds, sum);
+    SHOW(m_resume);
+    SHOW(m_task);
+    SHOW(m_deep);
+}
+
+/* ---- clonetls ---- */
+#define CT_N 200000
+static volatile int ct_started;
+static int ct_alive = 1; /* the CLONE_CHILD_CLEARTID futex: 0 once the thread is gone */
+static long ct_res[2];
+CNT(ct_child);
+CNT(ct_work);
+CNT(ct_mid);
+CNT(ct_leaf);
+CNT(ct_cwork);
+CNT(ct_cmid);
+CNT(ct_cleaf);
+
+/* The creator's chain, and the same computation as the thread's own chain: a tracer may step
+ * aside from a thread that shares its creator's TLS, so its calls are "maybe" ones. */
+#define CT_CHAIN(work, mid, leaf)                                                                  \
+    NOINLINE long leaf(long x)                                                                     \
+    {                                                                                              \
+        HIT(leaf);                                                                                 \
+        return x * 3 + 1;                                                                          \
+    }                                                                                              \
+    NOINLINE long mid(long x)                                                                      \
+    {                                                                                              \
+        HIT(mid);                                                                                  \
+        long v = leaf(x);                                                                          \
+        KEEP(v);                                                                                   \
+        return v ^ x;                                                                              \
+    }                                                                                              \
+    NOINLINE long work(long seed)                                                                  \
+    {                                                                                              \
+        HIT(work);                                                                                 \
+        long s = seed;                                                                             \
+        for (long i = 0; i < CT_N; i++)                                                            \
+            s += mid(s + i) & 0xff;                                                                \
+        return s;                                                                                  \
+    }
+CT_CHAIN(ct_work, ct_mid, ct_leaf)
+CT_CHAIN(ct_cwork, ct_cmid, ct_cleaf)
+
+NOINLINE int ct_child(void *arg)
+{
+    HIT(ct_child);
+    (void)arg;
+    ct_started = 1;
+    ct_res[1] = ct_cwork(2);
+    return 0; /* glibc's clone() makes the exit system call */
+}
+NOTRACE static void run_clonetls(void)
+{
+    size_t size = 256 * 1024;
+    char *stk =
+        mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    int flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM |
+                CLONE_CHILD_CLEARTID;
+    if (clone(ct_child, stk + size, flags, NULL, NULL, NULL, &ct_alive) < 0) {
+        perror("clone");
+        exit(2);
+    }
+    while (!ct_started)
+        ;
+    ct_res[0] = ct_work(1);
+    int v;
+    while ((v = __atomic_load_n(&ct_alive, __ATOMIC_ACQUIRE)) != 0)
+        syscall(SYS_futex, &ct_alive, FUTEX_WAIT, v, NULL, NULL, 0);
+    printf("clonetls: %ld %ld\n", ct_res[0], ct_res[1]);
+    SHOW(ct_work);
+    SHOW(ct_mid);
+    SHOW(ct_leaf);
+    MAYBE(ct_child);
+    MAYBE(ct_cwork);
+    MAYBE(ct_cmid);
+    MAYBE(ct_cleaf);
+}
+
+/* ---- clonevfork ---- */
+#define VF_ROUNDS 20
+static long vf_out;
+static char *vf_stack;
+CNT(vf_spawn);
+CNT(vf_parent);
+CNT(vf_child);
+CNT(vf_leaf);
+
+__attribute__((noreturn)) static inline void raw_exit_group(long code)
+{
+    __asm__ volatile("syscall" ::"a"(SYS_exit_group), "D"(code) : "rcx", "r11", "memory");
+    __builtin_unreachable();
+}
+NOINLINE long vf_leaf(long i)
+{
+    HIT(vf_leaf);
+    return i * i;
+}
+NOINLINE long vf_child(long i)
+{
+    HIT(vf_child);
+    long v = vf_leaf(i);
+    KEEP(v);
+    return v + 1;
+}
+NOTRACE static int vf_entry(void *arg)
+{
+    vf_out = vf_child((long)arg);
+    raw_exit_group(0);
+}
+NOINLINE long vf_spawn(long i)
+{
+    HIT(vf_spawn);
+    int st;
+    pid_t pid = clone(vf_entry, vf_stack + 64 * 1024, CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)i);
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || st != 0) {
+        perror("clone/waitpid");
+        exit(2);
+    }
+    return vf_out;
+}
+NOINLINE long vf_parent(long v)
+{
+    HIT(vf_parent);
+    return v * 2;
+}
+NOTRACE static void run_clonevfork(void)
+{
+    vf_stack = mmap(NULL, 64 * 1024, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    long sum = 0;
+    for (long i = 0; i < VF_ROUNDS; i++)
+        sum += vf_parent(vf_spawn(i));
+    printf("clonevfork: %ld\n", sum);
+    SHOW(vf_spawn);
+    SHOW(vf_parent);
+    printf("maybe vf_child %ld\nmaybe vf_leaf %ld\n", (long)n_vf_child, (long)n_vf_leaf);
+    printf("path main 1\npath main;vf_spawn %d\npath main;vf_parent %d\n", VF_ROUNDS, VF_ROUNDS);
+}
+
+int main(int argc, char **argv)
+{
+    HIT(main);
+    const char *mode = argc > 1 ? argv[1] : "";
+    int a = argc > 2 ? atoi(argv[2]) : 0, b = argc > 3 ? atoi(argv[3]) : 0;
+    if (!strcmp(mode, "migrate")) {
+        run_migrate();
+    } else if (!strcmp(mode, "fctx") && a > 0 && b > 0) {
+        run_fctx(a, b);
+    } else if (!strcmp(mode, "sjlj")) {
+        run_sjlj();
+    } else if (!strcmp(mode, "many")) {
+        run_many(a > 0 ? a : 5400, b > 0 ? b : 3, argc > 4 ? atoi(argv[4]) : 2);
+    } else if (!strcmp(mode, "clonetls")) {
+        run_clonetls();
+    } else if (!strcmp(mode, "clonevfork")) {
+        run_clonevfork();
+    } else {
+        fprintf(stderr, "usage: bstacks migrate|fctx N D|sjlj|many [N D R]|clonetls|clonevfork\n");
+        return 2;
+    }
+    SHOW(main);
+    return 0;
+}
