@@ -14,6 +14,7 @@
  *    a free or half-filled entry has slot 0, which every scan skips, and pops clear it.
  */
 #include "ftr_values.h"
+#include "park.h"
 #include "retaddr.h"
 #include "sigguard.h"
 #include "stacks.h"
@@ -885,6 +886,44 @@ static void resume(struct ftr_tls *t, uint32_t cls, uint64_t tsc)
     }
 }
 
+/* The stacks chain[from..] were left (suspend_from): the entries of the declared ones among
+ * them, at the top of the shadow stack, are parked with their stacks (park.h), to be taken
+ * back by whichever thread resumes them; the others stay. */
+static void park_from(struct ftr_tls *t, uint32_t from)
+{
+    struct ftr_shadow *p = t->top, *top = t->top;
+    while (p > t->shadow_base && (!p[-1].slot || in_chain_from(t, from, p[-1].slot)))
+        p--;
+    if (p == top) return;
+    struct ftr_park_build b[sizeof t->chain / sizeof t->chain[0]];
+    uint32_t nb = 0;
+    for (uint32_t i = from; i < t->chain_n; i++)
+        if (t->chain[i] != FTR_STACK_OWN && t->chain[i] != FTR_STACK_UNKNOWN)
+            b[nb++] = (struct ftr_park_build){t->chain[i], 0, 0};
+    struct ftr_shadow *w = p;
+    for (struct ftr_shadow *e = p; e < top; e++) {
+        if (!e->slot) continue;
+        uint32_t k = 0;
+        while (k < nb && !ftr_stack_is(e->slot, b[k].cls))
+            k++;
+        if (k < nb && ftr_park_add(&b[k], e) == 0) continue;
+        *w++ = *e; /* another stack's, or no block to park it in */
+    }
+    for (uint32_t k = 0; k < nb; k++)
+        ftr_park_publish(&b[k]);
+    for (struct ftr_shadow *e = w; e < top; e++)
+        e->slot = 0;
+    t->top = w;
+}
+
+/* The entries parked with stack cls come back on top of this thread's shadow stack (marked
+ * suspended, as they were left: resume() enters them in the stream again). */
+static void unpark(struct ftr_tls *t, uint32_t cls)
+{
+    uint32_t n = ftr_unpark(cls, t->top, (uint32_t)(t->shadow_end - t->top));
+    t->top += n;
+}
+
 /* The stack holding sp runs now. */
 static void runs(struct ftr_tls *t, uintptr_t sp, uint64_t tsc)
 {
@@ -895,7 +934,10 @@ static void runs(struct ftr_tls *t, uintptr_t sp, uint64_t tsc)
     }
     for (uint32_t i = 0; i < t->chain_n; i++)
         if (t->chain[i] == cls) {
-            if (t->shadow_base) suspend_from(t, i + 1, tsc);
+            if (t->shadow_base) {
+                suspend_from(t, i + 1, tsc);
+                park_from(t, i + 1);
+            }
             t->chain_n = i + 1;
             return;
         }
@@ -903,7 +945,10 @@ static void runs(struct ftr_tls *t, uintptr_t sp, uint64_t tsc)
      * until a return suspends them, as without the chain) */
     if (t->chain_n == sizeof t->chain / sizeof t->chain[0]) return;
     t->chain[t->chain_n++] = cls;
-    if (t->shadow_base) resume(t, cls, tsc);
+    if (t->shadow_base) {
+        unpark(t, cls);
+        resume(t, cls, tsc);
+    }
 }
 
 /* A signal handler that interrupted a hook switches to another coroutine (preemptive green
@@ -956,6 +1001,8 @@ void ftr_context_switch(uintptr_t here, uintptr_t to_sp)
 void ftr_context_made(uintptr_t lo, uintptr_t hi)
 {
     struct ftr_tls *t = &ftr_tls;
+    uint32_t d = ftr_stack_declared(lo); /* the coroutine left suspended there never resumes */
+    if (d) ftr_park_drop(d);
     if (t->state != FTR_T_ACTIVE || !t->shadow_base || t->hook_sp || t->in_slow) return;
     uint64_t old;
     if (!block_signals(&old)) return;

@@ -103,27 +103,108 @@ void ftr_stack_bounds_here(size_t size, uintptr_t sp, uintptr_t *lo, uintptr_t *
     }
 }
 
+struct ftr_granule *_Atomic ftr_stack_granules;
+atomic_int ftr_stack_crowded;
+#define GRAN ((uintptr_t)1 << FTR_GRAN_SHIFT)
+#define INDEXED_MAX ((uintptr_t)64 << 20) /* a larger declared stack is only searched for */
+
+/* The granule table, mapped with the first declaration (under the declaring flag). */
+static struct ftr_granule *granules(void)
+{
+    struct ftr_granule *g = atomic_load(&ftr_stack_granules);
+    if (g) return g;
+    void *m = mmap(NULL, (size_t)FTR_GRAN_N * sizeof *g, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    atomic_store(&ftr_stack_granules, (struct ftr_granule *)m);
+    return m;
+}
+
+static struct ftr_granule *granule_claim(struct ftr_granule *g, uintptr_t a)
+{
+    uintptr_t key = (a >> FTR_GRAN_SHIFT) + 1;
+    uint32_t i = (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> (64u - FTR_GRAN_BITS));
+    for (uint32_t n = 0; n < FTR_GRAN_PROBES; n++, i = (i + 1) & (FTR_GRAN_N - 1)) {
+        uintptr_t k = atomic_load(&g[i].key);
+        if (k == key) return &g[i];
+        if (k) continue;
+        atomic_store(&g[i].key, key); /* only the declarer writes keys (the flag) */
+        return &g[i];
+    }
+    return NULL;
+}
+
+static int overlaps(uint32_t d, uintptr_t lo, uintptr_t hi)
+{
+    return atomic_load(&ftr_stack_ranges[d - 1].lo) < hi &&
+           lo < atomic_load(&ftr_stack_ranges[d - 1].hi);
+}
+
+/* 1 + the index of a declared stack that overlaps [lo, hi), or 0. */
+static uint32_t overlapping(uintptr_t lo, uintptr_t hi)
+{
+    if (hi - lo <= INDEXED_MAX)
+        for (uintptr_t a = lo & ~(GRAN - 1); a < hi; a += GRAN) {
+            const struct ftr_granule *g = ftr_granule_find(a);
+            for (uint32_t k = 0; g && k < FTR_GRAN_RANGES; k++) {
+                uint32_t d = atomic_load(&g->range[k]);
+                if (d && overlaps(d, lo, hi)) return d;
+            }
+        }
+    if (!atomic_load(&ftr_stack_crowded) && hi - lo <= INDEXED_MAX) return 0;
+    uint32_t n = atomic_load(&ftr_stack_nranges);
+    for (uint32_t i = 0; i < n; i++)
+        if (overlaps(i + 1, lo, hi)) return i + 1;
+    return 0;
+}
+
+/* Declared stack d, now [lo, hi), named in each granule it overlaps. */
+static void index_range(uint32_t d, uintptr_t lo, uintptr_t hi)
+{
+    struct ftr_granule *g = granules();
+    if (!g || hi - lo > INDEXED_MAX) {
+        atomic_store(&ftr_stack_crowded, 1);
+        return;
+    }
+    for (uintptr_t a = lo & ~(GRAN - 1); a < hi; a += GRAN) {
+        struct ftr_granule *e = granule_claim(g, a);
+        uint32_t k = 0, free = FTR_GRAN_RANGES;
+        for (; e && k < FTR_GRAN_RANGES; k++) {
+            uint32_t o = atomic_load(&e->range[k]);
+            if (o == d) break;
+            if (free == FTR_GRAN_RANGES && (!o || !overlaps(o, a, a + GRAN))) free = k;
+        }
+        if (e && k < FTR_GRAN_RANGES) continue;
+        if (!e || free == FTR_GRAN_RANGES)
+            atomic_store(&ftr_stack_crowded, 1);
+        else
+            atomic_store(&e->range[free], d);
+    }
+}
+
 /* A new stack replaces a declared one it overlaps (the memory was reused); else it is added.
  * Declarations come from the program's normal code (makecontext, sigaltstack): a flag keeps
- * two of them apart, readers skip an entry while it changes. */
+ * two of them apart (a declaration that waits too long for it, a signal handler's inside
+ * another's, is not made), readers skip an entry while it changes. */
 void ftr_stack_declare(uintptr_t lo, uintptr_t hi)
 {
-    if (!ftr_stack_ranges || hi <= lo || atomic_flag_test_and_set(&declaring)) return;
+    if (!ftr_stack_ranges || hi <= lo) return;
+    for (int tries = 0; atomic_flag_test_and_set(&declaring); tries++) {
+        if (tries == 10000) return;
+        __builtin_ia32_pause();
+    }
     const struct ftr_tls *t = &ftr_tls; /* a stack made inside the declaring thread's own */
     if (t->stack_hi && lo < t->stack_hi && t->stack_lo < hi) atomic_store(&ftr_stack_any_inside, 1);
-    uint32_t n = atomic_load(&ftr_stack_nranges), i;
-    for (i = 0; i < n; i++) {
-        uintptr_t l = atomic_load(&ftr_stack_ranges[i].lo),
-                  h = atomic_load(&ftr_stack_ranges[i].hi);
-        if (l < hi && lo < h) break;
-    }
-    if (i < FTR_STACK_RANGES_MAX) {
-        struct ftr_stack_range *r = &ftr_stack_ranges[i];
+    uint32_t n = atomic_load(&ftr_stack_nranges), d = overlapping(lo, hi);
+    if (!d && n < FTR_STACK_RANGES_MAX) d = n + 1;
+    if (d) {
+        struct ftr_stack_range *r = &ftr_stack_ranges[d - 1];
         atomic_fetch_add(&r->seq, 1);
         atomic_store(&r->lo, lo);
         atomic_store(&r->hi, hi);
         atomic_fetch_add(&r->seq, 1);
-        if (i == n) atomic_store(&ftr_stack_nranges, n + 1);
+        index_range(d, lo, hi);
+        if (d == n + 1) atomic_store(&ftr_stack_nranges, n + 1);
     }
     atomic_flag_clear(&declaring);
 }
@@ -137,7 +218,7 @@ int ftr_stack_set_aside(uintptr_t top)
     if (mapping_of(top - 1, &lo, &hi) < 0) lo = top > cap ? top - cap : 0;
     if (top - lo > cap) lo = top - cap;
     while (atomic_flag_test_and_set(&declaring))
-        ;
+        __builtin_ia32_pause();
     uint32_t n = atomic_load(&ftr_stack_naside);
     int rc = -1;
     if (n < FTR_ASIDE_MAX) {

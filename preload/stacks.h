@@ -2,9 +2,10 @@
  * stacks.h - which stack an address is on (stacks.c).
  *
  * A thread runs on its own stack, on its sigaltstack in a signal handler, and on coroutine
- * stacks (makecontext). The shadow stack holds entries of all of them, interleaved: a frame is
- * dead only when an address below it *on the same stack* is live, and a return on one stack
- * never closes entries of another. Stacks the program declares (sigaltstack(), makecontext())
+ * stacks (makecontext). The shadow stack holds entries of those it runs, interleaved (the
+ * entries of a declared stack a switch leaves are parked with it: park.h): a frame is dead only
+ * when an address below it *on the same stack* is live, and a return on one stack never closes
+ * entries of another. Stacks the program declares (sigaltstack(), makecontext())
  * are remembered as ranges; everything else is the thread's own stack (its bounds in ftr_tls)
  * or unknown.
  *
@@ -23,30 +24,72 @@
 #define FTR_STACK_UNKNOWN                                                                          \
     0xffffffffu /* not the thread's own, not declared: as before, one class                        \
                  */
-#define FTR_STACK_RANGES_MAX 65536u
+#define FTR_STACK_RANGES_MAX (1u << 20)
 
 struct ftr_stack_range {
-    atomic_uint seq; /* odd while being rewritten: readers skip it */
-    uint32_t pad;
+    atomic_uint seq;         /* odd while being rewritten: readers skip it */
+    _Atomic uint32_t parked; /* park.h: the entries of its suspended coroutine (0: none) */
     _Atomic uintptr_t lo, hi;
 };
 extern struct ftr_stack_range *ftr_stack_ranges FTR_HIDDEN;
 extern atomic_uint ftr_stack_nranges FTR_HIDDEN;
 extern atomic_int ftr_stack_any_inside FTR_HIDDEN; /* a declared stack lies in a thread's own */
 
-/* 1 + the index of the declared stack holding a, or 0. Newest first. */
+/* Where the declared stacks are, in O(1): a table of 16 KiB granules of the address space
+ * (open addressing, a key claimed once and never removed, like retaddr.h's), each naming up to
+ * FTR_GRAN_RANGES declared stacks that overlap it (1 + index; a stale one, whose range was
+ * reused elsewhere, fails the bounds check). Only a granule that more stacks overlap (stacks
+ * under 8 KiB) sends lookups to the full search (ftr_stack_crowded). */
+#define FTR_GRAN_SHIFT 14u
+#define FTR_GRAN_BITS 21u
+#define FTR_GRAN_N (1u << FTR_GRAN_BITS)
+#define FTR_GRAN_PROBES 64u
+#define FTR_GRAN_RANGES 4u
+struct ftr_granule {
+    _Atomic uintptr_t key; /* granule number + 1 (0: free) */
+    _Atomic uint32_t range[FTR_GRAN_RANGES];
+};
+extern struct ftr_granule *_Atomic ftr_stack_granules FTR_HIDDEN;
+extern atomic_int ftr_stack_crowded FTR_HIDDEN;
+
+static inline struct ftr_granule *ftr_granule_find(uintptr_t a)
+{
+    struct ftr_granule *g = atomic_load_explicit(&ftr_stack_granules, memory_order_acquire);
+    if (!g) return NULL;
+    uintptr_t key = (a >> FTR_GRAN_SHIFT) + 1;
+    uint32_t i = (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> (64u - FTR_GRAN_BITS));
+    for (uint32_t n = 0; n < FTR_GRAN_PROBES; n++, i = (i + 1) & (FTR_GRAN_N - 1)) {
+        uintptr_t k = atomic_load_explicit(&g[i].key, memory_order_acquire);
+        if (k == key) return &g[i];
+        if (!k) return NULL;
+    }
+    return NULL;
+}
+
+/* Does declared stack d (1 + index) hold a, read consistently? */
+static inline int ftr_stack_range_has(uint32_t d, uintptr_t a)
+{
+    struct ftr_stack_range *r = &ftr_stack_ranges[d - 1];
+    uint32_t s = atomic_load_explicit(&r->seq, memory_order_acquire);
+    uintptr_t lo = atomic_load_explicit(&r->lo, memory_order_relaxed);
+    uintptr_t hi = atomic_load_explicit(&r->hi, memory_order_relaxed);
+    return !(s & 1) && a - lo < hi - lo && atomic_load_explicit(&r->seq, memory_order_acquire) == s;
+}
+
+/* 1 + the index of the declared stack holding a, or 0. */
 static inline uint32_t ftr_stack_declared(uintptr_t a)
 {
+    const struct ftr_granule *g = ftr_granule_find(a);
+    if (g)
+        for (uint32_t k = 0; k < FTR_GRAN_RANGES; k++) {
+            uint32_t d = atomic_load_explicit(&g->range[k], memory_order_acquire);
+            if (d && d <= FTR_STACK_RANGES_MAX && ftr_stack_range_has(d, a)) return d;
+        }
+    if (__builtin_expect(!atomic_load_explicit(&ftr_stack_crowded, memory_order_relaxed), 1))
+        return 0;
     uint32_t n = atomic_load_explicit(&ftr_stack_nranges, memory_order_acquire);
-    for (uint32_t i = n; i-- > 0;) {
-        struct ftr_stack_range *r = &ftr_stack_ranges[i];
-        uint32_t s = atomic_load_explicit(&r->seq, memory_order_acquire);
-        uintptr_t lo = atomic_load_explicit(&r->lo, memory_order_relaxed);
-        uintptr_t hi = atomic_load_explicit(&r->hi, memory_order_relaxed);
-        if (!(s & 1) && a - lo < hi - lo &&
-            atomic_load_explicit(&r->seq, memory_order_acquire) == s)
-            return i + 1;
-    }
+    for (uint32_t i = n; i-- > 0;) /* newest first */
+        if (ftr_stack_range_has(i + 1, a)) return i + 1;
     return 0;
 }
 

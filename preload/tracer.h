@@ -5,9 +5,12 @@
  *   hooks.c         the hot path: entry and exit hooks (general registers only, no libc)
  *   threads.c       per-thread state, the chunk pool, hand-off of full chunks to the writer
  *                   (lock-free: a first hook may come in a handler that interrupted malloc)
- *   thread_start.c  pthread_create() wrapped: a thread is set up before its start routine
+ *   thread_start.c  pthread_create() wrapped: a thread is set up before its start routine;
+ *                   clone() wrapped: a child sharing its creator's TLS is set aside
+ *   retaddr.c       the book of real return addresses, kept by stack slot (retaddr.h)
  *   stacks.c        which stack an address is on: the thread's own, a sigaltstack, a
  *                   makecontext() coroutine stack (ucontext_x86_64.S wraps makecontext)
+ *   park.c          the shadow entries of suspended coroutines, kept with their stack (park.h)
  *   writer.c        the writer thread: encodes chunks (formats/) and appends them to the file
  *   modules.c       the module registry: sites, stubs, patching (alone / live / parked + live)
  *   libcalls.c      library calls: a traced module's GOT slots given stubs (libcalls.h);
