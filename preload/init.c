@@ -220,14 +220,20 @@ static void print_summary(void)
         snprintf(skipped, sizeof skipped, "; %llu function%s could not be traced: %s%ssee --info",
                  n, n == 1 ? "" : "s", names, names[0] ? ", " : "");
     }
+    char deep[160] = ""; /* calls run unhooked: the shadow stack was full (or the book) */
+    unsigned long long over = (unsigned long long)ftr_overrun_calls();
+    if (over)
+        snprintf(deep, sizeof deep,
+                 ", %llu call%s not traced (the shadow stack was full: FTRACE_SHADOW_DEPTH)", over,
+                 over == 1 ? "" : "s");
     if (failed)
         ftr_msg("writing %s failed (%s): %llu bytes of trace lost%s", ftr_cfg.output,
                 strerror(failed), (unsigned long long)ftr_writer_dropped(), skipped);
     else if (!ftr_cfg.quiet)
-        ftr_msg("%llu calls traced into %s (%.1f KiB)%s%s%s",
+        ftr_msg("%llu calls traced into %s (%.1f KiB)%s%s%s%s",
                 (unsigned long long)ftr_writer_calls(), ftr_cfg.output,
-                (double)ftr_writer_bytes() / 1024.0, lost ? ", some events lost" : "", skipped,
-                clock_note());
+                (double)ftr_writer_bytes() / 1024.0, lost ? ", some events lost" : "", deep,
+                skipped, clock_note());
 }
 
 static void fill_end(uint32_t how, int code)

@@ -195,6 +195,26 @@ def check_traced(exe, args, cwd, trace, base, want, bindir):
                                         if open_calls else ""))
 
 
+def check_full_said(flagset, exe, work, bindir):
+    """A full shadow stack (FTRACE_SHADOW_DEPTH=64 under 2 coroutines 300 frames deep): the
+    calls run unhooked, the program is unchanged, and the one summary line says how many."""
+    tag = "%s/shadow-full-said" % flagset
+    base = run([exe, "fctx", "2", "300"], work)
+    rc, out, err = run([os.path.join(bindir, "ftrace-run"), "-o", os.path.join(work, "full.ftr"),
+                        exe, "fctx", "2", "300"], work,
+                       env=dict(os.environ, FTRACE_SHADOW_DEPTH="64"))
+    lines = [l for l in err.splitlines() if l.startswith("ftrace-run: ")]
+    if rc != base[0] or out != base[1]:
+        print("FAIL %s: the program changed (%s)" % (tag, status(rc)))
+    elif len(lines) != 1 or not re.search(r", \d+ calls not traced \(the shadow stack was full",
+                                          lines[0]):
+        print("FAIL %s: summary line %r" % (tag, lines))
+    else:
+        print("ok   %s" % tag)
+        return True
+    return False
+
+
 def run_mode(flagset, mode, exe, work, runs, bindir):
     tag = "%s/%s" % (flagset, mode)
     args = MODES[mode][1]
@@ -265,6 +285,11 @@ def main():
                 exes[prog] = build(flagset, prog, d)
             except Failed as e:
                 print("FAIL %s/%s: %s" % (flagset, prog, e))
+                failed += 1
+        if "fctx-deep" in modes and "bstacks" in exes:
+            if check_full_said(flagset, exes["bstacks"], d, bindir):
+                passed += 1
+            else:
                 failed += 1
         for m in modes:
             if MODES[m][0] not in exes:
