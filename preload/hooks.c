@@ -370,7 +370,9 @@ static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot,
     through = through && room_for_through(t, s);
     /* A hooked return finds its real address in the book by its slot (retaddr.h), never in a
      * shadow stack; a tail call's slot (already ours) keeps the address its first hook put. */
-    if (!through && ret != (uintptr_t)ftr_tramp_return && unlikely(!ftr_ret_put(s, ret))) {
+    struct ftr_retaddr *book = NULL;
+    if (!through && ret != (uintptr_t)ftr_tramp_return &&
+        unlikely(!(book = ftr_ret_put(s, ret, top->book)))) {
         t->overruns++; /* no room in the book: the call runs unhooked */
         return ENTRY_NONE;
     }
@@ -388,6 +390,7 @@ static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot,
     top->flags = flags | (rec ? FTR_SH_RECORDED : 0) | (through ? FTR_SH_THROUGH : 0) |
                  (sf & FTR_SF_RETVAL ? FTR_SH_RETVAL : 0);
     top->tsc = tsc;
+    top->book = book;
     SIGNAL_FENCE();
     top->slot = s; /* complete */
     SIGNAL_FENCE();
@@ -588,24 +591,41 @@ exit_slow(struct ftr_tls *t, uintptr_t slot, uintptr_t ret, uint64_t tsc, const 
     return ret;
 }
 
+/* Where the frame of slot returns: the book's address when the slot holds our trampoline (a
+ * hooked return, or a hooked function that tail-called a called-through one), else the slot's. */
+static inline uintptr_t real_return(uintptr_t slot)
+{
+    uintptr_t ret = *(volatile uintptr_t *)slot;
+    if (ret == (uintptr_t)ftr_tramp_return) ret = ftr_ret_get(slot);
+    if (unlikely(!ret)) lost_return();
+    return ret;
+}
+
 static HOT_INLINE uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp, const uintptr_t *rv)
 {
     uintptr_t slot = sp - sizeof(uintptr_t);
     uint64_t tsc = ftr_rdtsc();
-    /* Where the frame returns: the book's address when the slot holds our trampoline (a hooked
-     * return, or a hooked function that tail-called a called-through one), else the slot's. */
-    uintptr_t ret = *(volatile uintptr_t *)slot;
-    if (ret == (uintptr_t)ftr_tramp_return) ret = ftr_ret_get(slot);
-    if (unlikely(!ret)) lost_return();
-
-    struct ftr_shadow *top = t->top;
-    if (unlikely(top <= t->shadow_base || top[-1].slot != slot))
-        return exit_slow(t, slot, ret, tsc, rv);
-    /* Every entry of this slot's group returns now. The real address goes back into the slot
-     * (now part of the return trampoline's frame) first, for an unwinder that runs from a
-     * signal handler landing below. */
-    struct ftr_shadow *lo = group_bottom(t, top - 1, slot);
-    if (unlikely(lo->ret != ret)) return exit_slow(t, slot, ret, tsc, rv);
+    /* The group of entries of this slot at the top returns now: the function and those it
+     * tail-called. Where it returns is the slot's own address, or where the slot holds our
+     * trampoline, the book's (the lowest entry kept its book entry when it hooked the slot: no
+     * lookup). The group is this frame's when its address agrees (else it is a frame that was
+     * here before: the slow path). */
+    struct ftr_shadow *top = t->top, *lo = NULL;
+    uintptr_t ret = 0;
+    if (likely(top > t->shadow_base && top[-1].slot == slot)) {
+        lo = group_bottom(t, top - 1, slot);
+        ret = *(volatile uintptr_t *)slot;
+        if (ret == (uintptr_t)ftr_tramp_return) {
+            const struct ftr_retaddr *b = lo->book;
+            ret = b && atomic_load_explicit(&b->slot, memory_order_relaxed) == slot
+                      ? atomic_load_explicit(&b->ret, memory_order_relaxed)
+                      : ftr_ret_get(slot);
+        }
+        if (unlikely(lo->ret != ret)) lo = NULL;
+    }
+    if (unlikely(!lo)) return exit_slow(t, slot, real_return(slot), tsc, rv);
+    /* The real address goes back into the slot (now part of the return trampoline's frame)
+     * first, for an unwinder that runs from a signal handler landing below. */
     *(volatile uintptr_t *)slot = ret;
     SIGNAL_FENCE();
     do {
@@ -683,6 +703,7 @@ static int settle_abandoned(struct ftr_tls *t, uintptr_t sp, uintptr_t here)
     if (b && t->shadow_base && b >= t->shadow_base && b < t->top) {
         if (!b->slot) {
             b->flags &= ~FTR_SH_RECORDED;
+            b->book = NULL;
             b->slot = here;
         } else if ((b->flags & FTR_SH_RECORDED) && !inflight_written(t)) {
             b->flags &= ~FTR_SH_RECORDED; /* its ENTRY never made it: nor will its end */
@@ -980,6 +1001,12 @@ static void step_aside(struct ftr_tls *t)
 void ftr_context_switch(uintptr_t here, uintptr_t to_sp)
 {
     struct ftr_tls *t = &ftr_tls;
+    if (aside((const uintptr_t *)here)) { /* a clone() child's: the stack it goes to too */
+        uint32_t d = to_sp ? ftr_stack_declared(to_sp) : 0;
+        if (d && !ftr_stack_aside(to_sp))
+            ftr_stack_set_aside_range(ftr_stack_ranges[d - 1].lo, ftr_stack_ranges[d - 1].hi);
+        return;
+    }
     if (t->state == FTR_T_OFF) return;
     if (t->hook_sp || t->in_slow) { /* a handler that interrupted a hook */
         if (t->state == FTR_T_ACTIVE && t->shadow_base) step_aside(t);
@@ -1003,6 +1030,10 @@ void ftr_context_made(uintptr_t lo, uintptr_t hi)
     struct ftr_tls *t = &ftr_tls;
     uint32_t d = ftr_stack_declared(lo); /* the coroutine left suspended there never resumes */
     if (d) ftr_park_drop(d);
+    if (aside((const uintptr_t *)__builtin_frame_address(0))) { /* a clone() child's coroutine */
+        if (!ftr_stack_aside(lo)) ftr_stack_set_aside_range(lo, hi);
+        return;
+    }
     if (t->state != FTR_T_ACTIVE || !t->shadow_base || t->hook_sp || t->in_slow) return;
     uint64_t old;
     if (!block_signals(&old)) return;

@@ -28,6 +28,7 @@
 #include "ftr_patcher.h"
 #include "sigguard.h"
 #include "libcalls.h"
+#include "retaddr.h"
 #include "tracer.h"
 #include "values.h"
 
@@ -220,12 +221,19 @@ static void print_summary(void)
         snprintf(skipped, sizeof skipped, "; %llu function%s could not be traced: %s%ssee --info",
                  n, n == 1 ? "" : "s", names, names[0] ? ", " : "");
     }
-    char deep[160] = ""; /* calls run unhooked: the shadow stack was full (or the book) */
+    char deep[256] = ""; /* calls run unhooked: a shadow stack was full, or the book */
     unsigned long long over = (unsigned long long)ftr_overrun_calls();
-    if (over)
-        snprintf(deep, sizeof deep,
-                 ", %llu call%s not traced (the shadow stack was full: FTRACE_SHADOW_DEPTH)", over,
-                 over == 1 ? "" : "s");
+    unsigned long long book = (unsigned long long)atomic_load(&ftr_ret_full);
+    if (book > over) book = over;
+    int n = 0;
+    if (over > book)
+        n = snprintf(deep, sizeof deep,
+                     ", %llu call%s not traced (the shadow stack was full: FTRACE_SHADOW_DEPTH)",
+                     over - book, over - book == 1 ? "" : "s");
+    if (book && n >= 0 && (size_t)n < sizeof deep)
+        snprintf(deep + n, sizeof deep - (size_t)n,
+                 ", %llu call%s not traced (no room left for return addresses)", book,
+                 book == 1 ? "" : "s");
     if (failed)
         ftr_msg("writing %s failed (%s): %llu bytes of trace lost%s", ftr_cfg.output,
                 strerror(failed), (unsigned long long)ftr_writer_dropped(), skipped);

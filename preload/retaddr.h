@@ -63,17 +63,23 @@ static inline struct ftr_retaddr *ftr_ret_entry(uintptr_t slot, int claim)
     return NULL;
 }
 
-/* The hook of slot, taking ret from it (before the slot gets our trampoline). @return 0 when
- * it cannot be kept: the call must then run unhooked. */
-static inline int ftr_ret_put(uintptr_t slot, uintptr_t ret)
+/* The hook of slot, taking ret from it (before the slot gets our trampoline). @return the
+ * slot's entry (its key never changes: the shadow entry keeps it, so that the return reads the
+ * address without a lookup), or NULL when it cannot be kept: the call must then run unhooked. */
+static inline struct ftr_retaddr *ftr_ret_put(uintptr_t slot, uintptr_t ret,
+                                              struct ftr_retaddr *hint)
 {
-    struct ftr_retaddr *e = ftr_ret_entry(slot, 1);
+    /* hint: the entry the shadow entry being reused kept (a loop calls at the same depth, from
+     * the same slot, again and again): keys never change, so one compare proves it */
+    struct ftr_retaddr *e = hint;
+    if (!e || atomic_load_explicit(&e->slot, memory_order_relaxed) != slot)
+        e = ftr_ret_entry(slot, 1);
     if (__builtin_expect(!e, 0)) {
         atomic_fetch_add_explicit(&ftr_ret_full, 1, memory_order_relaxed);
-        return 0;
+        return NULL;
     }
     atomic_store_explicit(&e->ret, ret, memory_order_relaxed);
-    return 1;
+    return e;
 }
 
 /* The real return address of the frame whose slot holds our trampoline (0: never hooked). */

@@ -212,24 +212,34 @@ void ftr_stack_declare(uintptr_t lo, uintptr_t hi)
 struct ftr_stack_range ftr_stack_aside_ranges[FTR_ASIDE_MAX];
 atomic_uint ftr_stack_naside;
 
-int ftr_stack_set_aside(uintptr_t top)
+int ftr_stack_set_aside_range(uintptr_t lo, uintptr_t hi)
 {
-    uintptr_t lo, hi, cap = 8u << 20;
-    if (mapping_of(top - 1, &lo, &hi) < 0) lo = top > cap ? top - cap : 0;
-    if (top - lo > cap) lo = top - cap;
     while (atomic_flag_test_and_set(&declaring))
         __builtin_ia32_pause();
     uint32_t n = atomic_load(&ftr_stack_naside);
     int rc = -1;
     if (n < FTR_ASIDE_MAX) {
         atomic_store(&ftr_stack_aside_ranges[n].lo, lo);
-        atomic_store(&ftr_stack_aside_ranges[n].hi, top);
+        atomic_store(&ftr_stack_aside_ranges[n].hi, hi);
         atomic_store(&ftr_stack_naside, n + 1);
         atomic_store_explicit(&ftr_hot.aside, 1, memory_order_release);
         rc = 0;
     }
     atomic_flag_clear(&declaring);
     return rc;
+}
+
+int ftr_stack_set_aside(uintptr_t top)
+{
+    uintptr_t lo, hi, cap = 8u << 20;
+    if (mapping_of(top - 1, &lo, &hi) < 0) lo = top > cap ? top - cap : 0;
+    if (top - lo > cap) lo = top - cap;
+    /* an array in the creating thread's own stack: it lies above that thread's stack pointer */
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+    const struct ftr_tls *t = &ftr_tls;
+    if (t->stack_hi && top - t->stack_lo <= t->stack_hi - t->stack_lo && sp < top && lo < sp)
+        lo = sp;
+    return ftr_stack_set_aside_range(lo, top);
 }
 
 /* ---- where the program declares stacks (not in tests that link this file into a program) ---- */

@@ -44,12 +44,15 @@
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
 /* ---- per-thread state: one initial-exec TLS block, touched by every hook ---- */
+struct ftr_retaddr;
 struct ftr_shadow {
     uintptr_t ret;  /* the caller's real return address */
     uintptr_t slot; /* where it was on the stack (to resynchronise after longjmp & co) */
     uint32_t site;
-    uint32_t flags; /* FTR_SH_* */
-    uint64_t tsc;   /* entry time (for the threshold) */
+    uint32_t flags;           /* FTR_SH_* */
+    uint64_t tsc;             /* entry time (for the threshold) */
+    struct ftr_retaddr *book; /* the book's entry of slot, where this entry hooked it (retaddr.h;
+                                 NULL: called through, or a tail call's) */
 };
 #define FTR_SH_RECORDED 1u      /* its entry was recorded: its exit will be too */
 #define FTR_SH_TRIGGER 2u       /* a --graph-function root */

@@ -145,10 +145,19 @@ static void unhook_all(uintptr_t above, int mark)
     struct ftr_tls *t = &ftr_tls;
     if (!t->shadow_base) return;
     struct on_stack h = stack_here(t);
+    /* "above" holds on the stack of `above` only. A walk from a sigaltstack handler goes on
+     * into the stack the signal interrupted, wherever that lies; one from the thread's own
+     * stack never leaves it (a coroutine's frames are on another, not under its resumer). */
+    uint32_t cls = above ? ftr_stack_class(t, above) : 0;
     for (struct ftr_shadow *e = t->shadow_base; e < t->top; e++) {
         uintptr_t w, ret;
-        if (!e->slot || e->slot <= above || !slot_word(&h, e->slot, &w) ||
-            w != (uintptr_t)ftr_tramp_return || !(ret = ftr_ret_get(e->slot)))
+        if (!e->slot) continue;
+        if (above) {
+            uint32_t ec = ftr_stack_class(t, e->slot);
+            if (ec == cls ? e->slot <= above : cls == FTR_STACK_OWN) continue;
+        }
+        if (!slot_word(&h, e->slot, &w) || w != (uintptr_t)ftr_tramp_return ||
+            !(ret = ftr_ret_get(e->slot)))
             continue;
         *(uintptr_t *)e->slot = ret;
         if (mark) e->flags |= FTR_SH_UNHOOKED;

@@ -22,7 +22,7 @@ if [[ ${STRESS:-1} != 0 ]] && command -v stress-ng >/dev/null; then
 else
   for _ in $(seq "$(nproc)"); do (while :; do :; done) & pids+=($!); done
 fi
-modes=migrate,fctx-wide,fctx-deep,sjlj,many,clonetls,clonevfork,boost-callcc,boost-fiber-migrate,boost-unwind
+modes=migrate,fctx-wide,fctx-deep,sjlj,many,clonetls,clonevfork,btalt,boost-callcc,boost-fiber-migrate,boost-unwind
 cases='swapcontext*,hostile-migrate,hostile-migback,hostile-coro300,hostile-altjmp,hostile-jmpprof'
 cases+=',threads-*,signal*,cancel-*,exc-nested,exc-rethrow,jmp-*,unwind-backtrace-signal'
 start=$(date +%s)

@@ -43,6 +43,7 @@ MODES = {
     "many-20k": ("bstacks", ["many", "20000", "3", "1"]),
     "clonetls": ("bstacks", ["clonetls"]),
     "clonevfork": ("bstacks", ["clonevfork"]),
+    "btalt": ("bstacks", ["btalt"]),
     "boost-callcc": ("bstacks_boost", ["callcc"]),
     "boost-fiber-migrate": ("bstacks_boost", ["fiber-migrate"]),
     "boost-unwind": ("bstacks_boost", ["unwind"]),

@@ -20,10 +20,14 @@
  *                 deep, R (2) rounds, resumed round robin by m_resume.
  *   clonetls      a thread made by clone(CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|
  *                 CLONE_THREAD|CLONE_SYSVSEM) without CLONE_SETTLS: it shares its creator's TLS.
- *                 It runs only traced code and raw system calls (ct_child -> ct_cwork ->
- *                 ct_cmid -> ct_cleaf) while the creator runs the same computation (ct_work ->
+ *                 It runs only traced code, raw system calls and a ucontext coroutine of its
+ *                 own on a heap stack (ct_child; on the coroutine ct_cwork -> ct_cmid ->
+ *                 ct_cleaf) while the creator runs the same computation (ct_work ->
  *                 ct_mid -> ct_leaf); the creator waits for it on the CLONE_CHILD_CLEARTID
  *                 futex. The thread's calls are "maybe" ones: a tracer may step aside from it.
+ *   btalt         backtrace() from a sigaltstack handler (its stack mmap'ed, above) that
+ *                 interrupted a coroutine on a stack in .bss, 3 traced frames deep (bt_co ->
+ *                 bt_f -> bt_g raises SIGUSR1): it prints how many frames it saw.
  *   clonevfork    20 rounds of a hand-rolled spawn: main -> vf_spawn clones with
  *                 CLONE_VM|CLONE_VFORK; the child runs vf_child -> vf_leaf on its own small
  *                 stack and exit_group()s (raw syscall); then main -> vf_parent. Besides the
@@ -32,6 +36,7 @@
  *                 deeper each round), and "maybe FUNC N" for the child's functions: counted N
  *                 times (in a process of their own) or not at all. */
 #define _GNU_SOURCE
+#include <execinfo.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -485,12 +490,25 @@ CNT(ct_cleaf);
 CT_CHAIN(ct_work, ct_mid, ct_leaf)
 CT_CHAIN(ct_cwork, ct_cmid, ct_cleaf)
 
+/* The thread runs its work on a coroutine of its own (a heap stack the creator made: the
+ * thread must not call malloc on its creator's TLS), as a runtime's scheduler would. */
+static ucontext_t ct_home, ct_co;
+static void *ct_co_stack;
+static void ct_co_body(void)
+{
+    ct_res[1] = ct_cwork(2);
+}
 NOINLINE int ct_child(void *arg)
 {
     HIT(ct_child);
     (void)arg;
     ct_started = 1;
-    ct_res[1] = ct_cwork(2);
+    getcontext(&ct_co);
+    ct_co.uc_stack.ss_sp = ct_co_stack;
+    ct_co.uc_stack.ss_size = 64 * 1024;
+    ct_co.uc_link = &ct_home;
+    makecontext(&ct_co, ct_co_body, 0);
+    swapcontext(&ct_home, &ct_co);
     return 0; /* glibc's clone() makes the exit system call */
 }
 NOTRACE static void run_clonetls(void)
@@ -500,6 +518,7 @@ NOTRACE static void run_clonetls(void)
         mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     int flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM |
                 CLONE_CHILD_CLEARTID;
+    ct_co_stack = malloc(64 * 1024);
     if (clone(ct_child, stk + size, flags, NULL, NULL, NULL, &ct_alive) < 0) {
         perror("clone");
         exit(2);
@@ -518,6 +537,59 @@ NOTRACE static void run_clonetls(void)
     MAYBE(ct_cwork);
     MAYBE(ct_cmid);
     MAYBE(ct_cleaf);
+}
+
+/* ---- btalt ---- */
+static ucontext_t bt_home, bt_co_ctx;
+static char bt_stack[64 * 1024] __attribute__((aligned(16))); /* below the alternate stack */
+static int bt_depth;
+CNT(bt_handler);
+CNT(bt_co);
+CNT(bt_f);
+CNT(bt_g);
+NOINLINE void bt_handler(int sig)
+{
+    HIT(bt_handler);
+    void *frames[64];
+    (void)sig;
+    bt_depth = backtrace(frames, 64);
+}
+NOINLINE void bt_g(void)
+{
+    HIT(bt_g);
+    raise(SIGUSR1);
+}
+NOINLINE void bt_f(void)
+{
+    HIT(bt_f);
+    bt_g();
+}
+NOINLINE void bt_co(void)
+{
+    HIT(bt_co);
+    bt_f();
+}
+NOTRACE static void run_btalt(void)
+{
+    stack_t ss = {.ss_size = 64 * 1024, .ss_flags = 0};
+    ss.ss_sp = mmap(NULL, ss.ss_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    sigaltstack(&ss, NULL);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = bt_handler;
+    sa.sa_flags = SA_ONSTACK;
+    sigaction(SIGUSR1, &sa, NULL);
+    getcontext(&bt_co_ctx);
+    bt_co_ctx.uc_stack.ss_sp = bt_stack;
+    bt_co_ctx.uc_stack.ss_size = sizeof bt_stack;
+    bt_co_ctx.uc_link = &bt_home;
+    makecontext(&bt_co_ctx, bt_co, 0);
+    swapcontext(&bt_home, &bt_co_ctx);
+    printf("btalt: backtrace() from the handler saw %d frames\n", bt_depth);
+    SHOW(bt_handler);
+    SHOW(bt_co);
+    SHOW(bt_f);
+    SHOW(bt_g);
 }
 
 /* ---- clonevfork ---- */
@@ -598,8 +670,11 @@ int main(int argc, char **argv)
         run_clonetls();
     } else if (!strcmp(mode, "clonevfork")) {
         run_clonevfork();
+    } else if (!strcmp(mode, "btalt")) {
+        run_btalt();
     } else {
-        fprintf(stderr, "usage: bstacks migrate|fctx N D|sjlj|many [N D R]|clonetls|clonevfork\n");
+        fprintf(stderr,
+                "usage: bstacks migrate|fctx N D|sjlj|many [N D R]|clonetls|clonevfork|btalt\n");
         return 2;
     }
     SHOW(main);
