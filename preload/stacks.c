@@ -216,17 +216,26 @@ int ftr_stack_set_aside_range(uintptr_t lo, uintptr_t hi)
 {
     while (atomic_flag_test_and_set(&declaring))
         __builtin_ia32_pause();
-    uint32_t n = atomic_load(&ftr_stack_naside);
+    uint32_t n = atomic_load(&ftr_stack_naside), i = 0;
+    while (i < n && atomic_load(&ftr_stack_aside_ranges[i].hi)) /* a free one: given back */
+        i++;
     int rc = -1;
-    if (n < FTR_ASIDE_MAX) {
-        atomic_store(&ftr_stack_aside_ranges[n].lo, lo);
-        atomic_store(&ftr_stack_aside_ranges[n].hi, hi);
-        atomic_store(&ftr_stack_naside, n + 1);
+    if (i < FTR_ASIDE_MAX) {
+        atomic_store(&ftr_stack_aside_ranges[i].lo, lo);
+        atomic_store(&ftr_stack_aside_ranges[i].hi, hi);
+        if (i == n) atomic_store(&ftr_stack_naside, n + 1);
         atomic_store_explicit(&ftr_hot.aside, 1, memory_order_release);
-        rc = 0;
+        rc = (int)i;
     }
     atomic_flag_clear(&declaring);
     return rc;
+}
+
+void ftr_stack_unset_aside(int i)
+{
+    if (i < 0 || (uint32_t)i >= FTR_ASIDE_MAX) return;
+    atomic_store(&ftr_stack_aside_ranges[i].lo, 0);
+    atomic_store(&ftr_stack_aside_ranges[i].hi, 0);
 }
 
 int ftr_stack_set_aside(uintptr_t top)

@@ -176,10 +176,12 @@ static inline int ftr_stack_aside(uintptr_t a)
 }
 /* The stack that ends at top (a clone() child's) is set aside: its mapping, at most 8 MiB of
  * it below top (from the creator's stack pointer up, when it is an array on the creator's
- * stack). @return 0, or -1 (no room: 64 such stacks). */
+ * stack). @return its number, or -1 (no room: 64 such stacks at once). */
 int ftr_stack_set_aside(uintptr_t top) FTR_HIDDEN;
 /* [lo, hi) is set aside as well: a coroutine stack such a thread made or switched to. */
 int ftr_stack_set_aside_range(uintptr_t lo, uintptr_t hi) FTR_HIDDEN;
+/* Set aside no more (the child returned from its function): any context, no lock. */
+void ftr_stack_unset_aside(int i) FTR_HIDDEN;
 
 void ftr_stacks_init(void) FTR_HIDDEN; /* constructor: the main thread's stack, the default size */
 /* The calling thread's own stack: the main thread's (found at start), or the one around its

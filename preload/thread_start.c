@@ -107,6 +107,21 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
 typedef int (*clone_fn)(int (*)(void *), void *, int, void *, ...);
 static clone_fn real_clone;
 
+/* A child set aside starts here, on the creator's TLS: it touches nothing of it. */
+static struct aside_start {
+    int (*fn)(void *);
+    void *arg;
+    int aside;
+} aside_starts[FTR_ASIDE_MAX];
+static int aside_start(void *p)
+{
+    struct aside_start *a = p;
+    int (*fn)(void *) = a->fn, i = a->aside;
+    int rc = fn(a->arg);
+    ftr_stack_unset_aside(i);
+    return rc;
+}
+
 /* clone() without CLONE_SETTLS, with CLONE_VM: the child runs on its creator's TLS block, our
  * per-thread state included. With CLONE_VFORK (a hand-rolled spawn) the creator waits until
  * the child execs or exits: tracing is off in the creating thread meanwhile, as across vfork()
@@ -137,12 +152,22 @@ EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
         return rc;
     }
     static int said;
-    int set = stack && ftr_stack_set_aside((uintptr_t)stack) == 0;
+    int aside = stack ? ftr_stack_set_aside((uintptr_t)stack) : -1, set = aside >= 0;
     if (!set) ftr_thread_pause(); /* no room to tell it apart: its creator stops tracing too */
     if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED) && !ftr_cfg.quiet)
         ftr_msg(set ? "a thread made by clone() without CLONE_SETTLS shares its creator's "
                       "thread-local storage: its calls are not traced"
                     : "a thread made by clone() without CLONE_SETTLS shares its creator's "
                       "thread-local storage: neither is traced from now on");
-    return real_clone(fn, stack, flags, arg, ptid, tls, ctid);
+    if (!set) return real_clone(fn, stack, flags, arg, ptid, tls, ctid);
+    /* the child gives its stack back when its function returns (before glibc's exit) */
+    struct aside_start *a = &aside_starts[aside];
+    a->fn = fn, a->arg = arg, a->aside = aside;
+    int rc = real_clone(aside_start, stack, flags, a, ptid, tls, ctid);
+    if (rc < 0) {
+        int e = errno;
+        ftr_stack_unset_aside(aside);
+        errno = e;
+    }
+    return rc;
 }

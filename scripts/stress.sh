@@ -22,9 +22,10 @@ if [[ ${STRESS:-1} != 0 ]] && command -v stress-ng >/dev/null; then
 else
   for _ in $(seq "$(nproc)"); do (while :; do :; done) & pids+=($!); done
 fi
-modes=migrate,fctx-wide,fctx-deep,sjlj,many,clonetls,clonevfork,btalt,boost-callcc,boost-fiber-migrate,boost-unwind
+modes=migrate,fctx-wide,fctx-deep,sjlj,many,clonetls,clonemany,clonevfork,btalt,boost-callcc,boost-fiber-migrate,boost-unwind
 cases='swapcontext*,hostile-migrate,hostile-migback,hostile-coro300,hostile-altjmp,hostile-jmpprof'
-cases+=',threads-*,signal*,cancel-*,exc-nested,exc-rethrow,jmp-*,unwind-backtrace-signal'
+cases+=',threads-many,threads-exit,threads-detached,signals-usr1,signals-altstack,signals-siglongjmp'
+cases+=',cancel-deferred,exc-nested,jmp-siglongjmp,unwind-backtrace-signal,unwind-libunwind-signal'
 start=$(date +%s)
 echo "== $runs runs of each nondeterministic case beside a loaded machine; logs in $logs"
 drive() { # name command...: runs the driver, says how it ended

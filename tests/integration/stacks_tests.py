@@ -42,6 +42,7 @@ MODES = {
     "many": ("bstacks", ["many", "5400", "3", "2"]),
     "many-20k": ("bstacks", ["many", "20000", "3", "1"]),
     "clonetls": ("bstacks", ["clonetls"]),
+    "clonemany": ("bstacks", ["clonemany"]),
     "clonevfork": ("bstacks", ["clonevfork"]),
     "btalt": ("bstacks", ["btalt"]),
     "boost-callcc": ("bstacks_boost", ["callcc"]),

@@ -25,6 +25,8 @@
  *                 ct_cleaf) while the creator runs the same computation (ct_work ->
  *                 ct_mid -> ct_leaf); the creator waits for it on the CLONE_CHILD_CLEARTID
  *                 futex. The thread's calls are "maybe" ones: a tracer may step aside from it.
+ *   clonemany     70 such threads one after another, each waited for (CLONE_CHILD_CLEARTID),
+ *                 then main -> cm_work x100: counted exactly (the threads are "maybe" ones).
  *   btalt         backtrace() from a sigaltstack handler (its stack mmap'ed, above) that
  *                 interrupted a coroutine on a stack in .bss, 3 traced frames deep (bt_co ->
  *                 bt_f -> bt_g raises SIGUSR1): it prints how many frames it saw.
@@ -539,6 +541,46 @@ NOTRACE static void run_clonetls(void)
     MAYBE(ct_cleaf);
 }
 
+/* ---- clonemany: 70 clone() children sharing the creator's TLS, one after another ---- */
+CNT(cm_child);
+CNT(cm_work);
+static int cm_alive;
+NOINLINE long cm_work(long x)
+{
+    HIT(cm_work);
+    return x * 5 + 1;
+}
+NOINLINE int cm_child(void *arg)
+{
+    HIT(cm_child);
+    (void)arg;
+    return 0;
+}
+NOTRACE static void run_clonemany(void)
+{
+    size_t size = 64 * 1024;
+    char *stk =
+        mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    int flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM |
+                CLONE_CHILD_CLEARTID | CLONE_CHILD_SETTID;
+    for (int i = 0; i < 70; i++) {
+        cm_alive = 1;
+        if (clone(cm_child, stk + size, flags, NULL, NULL, NULL, &cm_alive) < 0) {
+            perror("clone");
+            exit(2);
+        }
+        int v;
+        while ((v = __atomic_load_n(&cm_alive, __ATOMIC_ACQUIRE)) != 0)
+            syscall(SYS_futex, &cm_alive, FUTEX_WAIT, v, NULL, NULL, 0);
+    }
+    long s = 0;
+    for (int i = 0; i < 100; i++)
+        s += cm_work(i);
+    printf("clonemany: %ld\n", s);
+    SHOW(cm_work);
+    MAYBE(cm_child);
+}
+
 /* ---- btalt ---- */
 static ucontext_t bt_home, bt_co_ctx;
 static char bt_stack[64 * 1024] __attribute__((aligned(16))); /* below the alternate stack */
@@ -670,11 +712,13 @@ int main(int argc, char **argv)
         run_clonetls();
     } else if (!strcmp(mode, "clonevfork")) {
         run_clonevfork();
+    } else if (!strcmp(mode, "clonemany")) {
+        run_clonemany();
     } else if (!strcmp(mode, "btalt")) {
         run_btalt();
     } else {
-        fprintf(stderr,
-                "usage: bstacks migrate|fctx N D|sjlj|many [N D R]|clonetls|clonevfork|btalt\n");
+        fprintf(stderr, "usage: bstacks migrate|fctx N D|sjlj|many [N D "
+                        "R]|clonetls|clonemany|clonevfork|btalt\n");
         return 2;
     }
     SHOW(main);
