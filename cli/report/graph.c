@@ -165,9 +165,14 @@ static void time_col(struct frp_graph *g, const struct frp_process *p, uint64_t 
 {
     char *b = frp_out_room(&g->out, TIME_COL + 8);
     uint64_t start = frp_proc_start(p);
-    int64_t d = tsc >= start ? (int64_t)frp_ticks_to_ns(tsc - start, p->ns_per_tick)
-                             : -(int64_t)frp_ticks_to_ns(start - tsc, p->ns_per_tick);
-    int64_t ns = (p->has_info && p->start_realtime_ns ? (int64_t)p->start_realtime_ns : 0) + d;
+    /* A corrupt file may give any tick rate and any time: both are kept within a quarter of
+     * the 64-bit range (73 years of nanoseconds), so that no sum or negation below overflows. */
+    const uint64_t lim = (uint64_t)INT64_MAX / 4;
+    uint64_t dn = frp_ticks_to_ns(tsc >= start ? tsc - start : start - tsc, p->ns_per_tick);
+    int64_t d = (int64_t)(dn < lim ? dn : lim);
+    if (tsc < start) d = -d;
+    uint64_t real = p->has_info ? p->start_realtime_ns : 0;
+    int64_t ns = (int64_t)(real < lim ? real : lim) + d;
     int64_t sec = ns >= 0 ? ns / 1000000000 : (ns - 999999999) / 1000000000;
     int64_t frac = ns - sec * 1000000000;
     if (g->tproc != p || g->tsec != sec) {
