@@ -592,13 +592,12 @@ exit_slow(struct ftr_tls *t, uintptr_t slot, uintptr_t ret, uint64_t tsc, const 
 }
 
 /* Where the frame of slot returns: the book's address when the slot holds our trampoline (a
- * hooked return, or a hooked function that tail-called a called-through one), else the slot's. */
-static inline uintptr_t real_return(uintptr_t slot)
+ * hooked return, or a hooked function that tail-called a called-through one; hint: the book
+ * entry a shadow entry kept, or NULL), else the slot's. 0: none. */
+static inline uintptr_t real_return(uintptr_t slot, struct ftr_retaddr *hint)
 {
     uintptr_t ret = *(volatile uintptr_t *)slot;
-    if (ret == (uintptr_t)ftr_tramp_return) ret = ftr_ret_get(slot);
-    if (unlikely(!ret)) lost_return();
-    return ret;
+    return ret == (uintptr_t)ftr_tramp_return ? ftr_ret_get_hinted(slot, hint) : ret;
 }
 
 static HOT_INLINE uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp, const uintptr_t *rv)
@@ -614,16 +613,13 @@ static HOT_INLINE uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp, const uin
     uintptr_t ret = 0;
     if (likely(top > t->shadow_base && top[-1].slot == slot)) {
         lo = group_bottom(t, top - 1, slot);
-        ret = *(volatile uintptr_t *)slot;
-        if (ret == (uintptr_t)ftr_tramp_return) {
-            const struct ftr_retaddr *b = lo->book;
-            ret = b && atomic_load_explicit(&b->slot, memory_order_relaxed) == slot
-                      ? atomic_load_explicit(&b->ret, memory_order_relaxed)
-                      : ftr_ret_get(slot);
-        }
+        ret = real_return(slot, lo->book);
         if (unlikely(lo->ret != ret)) lo = NULL;
     }
-    if (unlikely(!lo)) return exit_slow(t, slot, real_return(slot), tsc, rv);
+    if (unlikely(!lo)) {
+        if (!(ret = real_return(slot, NULL))) lost_return();
+        return exit_slow(t, slot, ret, tsc, rv);
+    }
     /* The real address goes back into the slot (now part of the return trampoline's frame)
      * first, for an unwinder that runs from a signal handler landing below. */
     *(volatile uintptr_t *)slot = ret;

@@ -63,6 +63,12 @@ static inline struct ftr_retaddr *ftr_ret_entry(uintptr_t slot, int claim)
     return NULL;
 }
 
+/* hint, if it is the entry of slot (keys never change: one compare proves it), else NULL. */
+static inline struct ftr_retaddr *ftr_ret_hinted(struct ftr_retaddr *hint, uintptr_t slot)
+{
+    return hint && atomic_load_explicit(&hint->slot, memory_order_relaxed) == slot ? hint : NULL;
+}
+
 /* The hook of slot, taking ret from it (before the slot gets our trampoline). @return the
  * slot's entry (its key never changes: the shadow entry keeps it, so that the return reads the
  * address without a lookup), or NULL when it cannot be kept: the call must then run unhooked. */
@@ -70,10 +76,9 @@ static inline struct ftr_retaddr *ftr_ret_put(uintptr_t slot, uintptr_t ret,
                                               struct ftr_retaddr *hint)
 {
     /* hint: the entry the shadow entry being reused kept (a loop calls at the same depth, from
-     * the same slot, again and again): keys never change, so one compare proves it */
-    struct ftr_retaddr *e = hint;
-    if (!e || atomic_load_explicit(&e->slot, memory_order_relaxed) != slot)
-        e = ftr_ret_entry(slot, 1);
+     * the same slot, again and again) */
+    struct ftr_retaddr *e = ftr_ret_hinted(hint, slot);
+    if (!e) e = ftr_ret_entry(slot, 1);
     if (__builtin_expect(!e, 0)) {
         atomic_fetch_add_explicit(&ftr_ret_full, 1, memory_order_relaxed);
         return NULL;
@@ -82,11 +87,17 @@ static inline struct ftr_retaddr *ftr_ret_put(uintptr_t slot, uintptr_t ret,
     return e;
 }
 
-/* The real return address of the frame whose slot holds our trampoline (0: never hooked). */
+/* The real return address of the frame whose slot holds our trampoline (0: never hooked);
+ * hint as for ftr_ret_put(), or NULL. */
+static inline uintptr_t ftr_ret_get_hinted(uintptr_t slot, struct ftr_retaddr *hint)
+{
+    const struct ftr_retaddr *e = ftr_ret_hinted(hint, slot);
+    if (!e) e = ftr_ret_entry(slot, 0);
+    return e ? atomic_load_explicit(&e->ret, memory_order_relaxed) : 0;
+}
 static inline uintptr_t ftr_ret_get(uintptr_t slot)
 {
-    const struct ftr_retaddr *e = ftr_ret_entry(slot, 0);
-    return e ? atomic_load_explicit(&e->ret, memory_order_relaxed) : 0;
+    return ftr_ret_get_hinted(slot, NULL);
 }
 
 void ftr_retaddr_init(void) FTR_HIDDEN; /* constructor, before any site is patched */

@@ -24,6 +24,17 @@ atomic_uint ftr_stack_nranges;
 atomic_int ftr_stack_any_inside;
 static atomic_flag declaring = ATOMIC_FLAG_INIT;
 
+/* The declaring flag, waited for a little: a signal handler's declaration inside another's
+ * on the same thread would wait for good. @return 0 if not taken. */
+static int declaring_take(void)
+{
+    for (int tries = 0; atomic_flag_test_and_set(&declaring); tries++) {
+        if (tries == 10000) return 0;
+        __builtin_ia32_pause();
+    }
+    return 1;
+}
+
 static uintptr_t main_lo, main_hi;
 static size_t default_size = 8u << 20;
 
@@ -188,11 +199,7 @@ static void index_range(uint32_t d, uintptr_t lo, uintptr_t hi)
  * another's, is not made), readers skip an entry while it changes. */
 void ftr_stack_declare(uintptr_t lo, uintptr_t hi)
 {
-    if (!ftr_stack_ranges || hi <= lo) return;
-    for (int tries = 0; atomic_flag_test_and_set(&declaring); tries++) {
-        if (tries == 10000) return;
-        __builtin_ia32_pause();
-    }
+    if (!ftr_stack_ranges || hi <= lo || !declaring_take()) return;
     const struct ftr_tls *t = &ftr_tls; /* a stack made inside the declaring thread's own */
     if (t->stack_hi && lo < t->stack_hi && t->stack_lo < hi) atomic_store(&ftr_stack_any_inside, 1);
     uint32_t n = atomic_load(&ftr_stack_nranges), d = overlapping(lo, hi);
@@ -214,8 +221,7 @@ atomic_uint ftr_stack_naside;
 
 int ftr_stack_set_aside_range(uintptr_t lo, uintptr_t hi)
 {
-    while (atomic_flag_test_and_set(&declaring))
-        __builtin_ia32_pause();
+    if (!declaring_take()) return -1;
     uint32_t n = atomic_load(&ftr_stack_naside), i = 0;
     while (i < n && atomic_load(&ftr_stack_aside_ranges[i].hi)) /* a free one: given back */
         i++;
