@@ -45,7 +45,14 @@ static inline int fits(const struct ftr_tls *t, const struct ftr_rec *r, size_t 
 
 #define HOT_INLINE inline __attribute__((always_inline))
 
-/* Fills a reserved record slot: the head last (the writer may read the record once it is set). */
+/* t->inflight once its record is written. The head cannot tell it for long: a signal handler
+ * that fills the chunk after the record's filling ends hands the chunk to the writer, which
+ * writes it and zeroes it for reuse, before the handler's jump asks (hostile-jmpfill). */
+#define INFLIGHT_WRITTEN ((struct ftr_rec *)1)
+
+/* Fills a reserved record slot: the head last (the writer may read the record once it is set).
+ * Called with t->filling raised: a chunk switch in a signal handler until the caller lowers it
+ * holds this chunk back, so the head is the answer until t->inflight says written. */
 static HOT_INLINE void fill(struct ftr_tls *t, struct ftr_rec *r, uint32_t head, uint64_t tsc,
                             uint32_t arg)
 {
@@ -55,6 +62,8 @@ static HOT_INLINE void fill(struct ftr_tls *t, struct ftr_rec *r, uint32_t head,
     __atomic_store_n(&r->tsc, tsc, __ATOMIC_RELAXED);
     __atomic_store_n(&r->arg, arg, __ATOMIC_RELAXED);
     __atomic_store_n(&r->head, head, __ATOMIC_RELEASE);
+    SIGNAL_FENCE();
+    t->inflight = INFLIGHT_WRITTEN;
 }
 
 /* The chunk is full (or being replaced by a nested slow path): hand it off and reserve n
@@ -193,8 +202,9 @@ static inline void retire(struct ftr_tls *t, const struct ftr_shadow *e, unsigne
 static inline void close_one(struct ftr_tls *t, struct ftr_shadow *e, uint64_t tsc)
 {
     struct ftr_shadow *outer = t->exiting;
+    t->inflight = NULL; /* first: see exit_hook */
+    SIGNAL_FENCE();
     t->exiting = e;
-    t->inflight = NULL;
     SIGNAL_FENCE();
     retire(t, e, FTR_EV_UNWIND, tsc);
     e->slot = 0;
@@ -299,9 +309,10 @@ static struct ftr_shadow *close_dead(struct ftr_tls *t, struct ftr_shadow *top, 
     return top;
 }
 
+/* (a switch under way is an active thread's: a fork child of a handler in it reopens frames) */
 static inline int recording(const struct ftr_tls *t)
 {
-    return t->state == FTR_T_ACTIVE &&
+    return (t->state == FTR_T_ACTIVE || t->state == FTR_T_SWITCHING) &&
            atomic_load_explicit(&ftr_hot.recording, memory_order_relaxed);
 }
 
@@ -324,10 +335,24 @@ static inline int room_for_through(const struct ftr_tls *t, uintptr_t s)
            ftr_stack_class(t, s) == FTR_STACK_OWN;
 }
 
+_Atomic uint64_t ftr_switch_missed;
+
+/* A call in a signal handler that landed while a coroutine switch moves this thread's shadow
+ * entries (FTR_T_SWITCHING): it runs untraced, and is counted as such. */
+static __attribute__((noinline, cold)) int switch_missed(struct ftr_tls *t)
+{
+    if (atomic_load_explicit(&ftr_hot.recording, memory_order_relaxed)) {
+        t->overruns++;
+        atomic_fetch_add_explicit(&ftr_switch_missed, 1, memory_order_relaxed);
+    }
+    return ENTRY_NONE;
+}
+
 static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot,
                             const uintptr_t *regs, int through)
 {
     if (unlikely(t->state != FTR_T_ACTIVE)) {
+        if (t->state == FTR_T_SWITCHING) return switch_missed(t);
         if (t->state != FTR_T_NEW || t->in_slow) return ENTRY_NONE;
         t->slow_sp = (uintptr_t)slot;
         ftr_call_saving(ftr_thread_init_slow, NULL);
@@ -382,8 +407,9 @@ static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot,
      * RECORDED mark would be cleared with its ENTRY written (its UNWIND then missing). */
     t->top = top + 1; /* a signal handler from here on pushes above it */
     SIGNAL_FENCE();
+    t->inflight = NULL; /* first: see exit_hook */
+    SIGNAL_FENCE();
     t->building = top;
-    t->inflight = NULL;
     SIGNAL_FENCE();
     top->ret = ret;
     top->site = site;
@@ -626,8 +652,12 @@ static HOT_INLINE uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp, const uin
     SIGNAL_FENCE();
     do {
         top--;
-        t->exiting = top;
+        /* inflight is cleared first: a jump that found the entry marked with the record
+         * written before still named (hooks.c's previous record) would take its EXIT for
+         * written, and drop its UNWIND too (hostile-jmpfill-mono: 1 run in 10) */
         t->inflight = NULL;
+        SIGNAL_FENCE();
+        t->exiting = top;
         SIGNAL_FENCE();
         if (!(unlikely(ftr_hot.threshold_ticks) && rewind_short(t, top, tsc))) {
             if (unlikely(top->flags & FTR_SH_RETVAL)) record_ret(t, top, rv, tsc);
@@ -642,9 +672,12 @@ static HOT_INLINE uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp, const uin
     return ret;
 }
 
+static uintptr_t switching_exit(struct ftr_tls *t, uintptr_t sp);
+
 uintptr_t ftr_hook_exit(uintptr_t sp, const uintptr_t *rv)
 {
     struct ftr_tls *t = &ftr_tls;
+    if (unlikely(t->state == FTR_T_SWITCHING)) return switching_exit(t, sp);
     struct marks m = marks_enter(t, sp);
     uintptr_t ret = exit_hook(t, sp, rv);
     marks_leave(t, &m);
@@ -665,9 +698,11 @@ void ftr_hook_through_exit(uintptr_t *slot, const uintptr_t *rv)
     marks_leave(t, &m);
 }
 
-/* The record the abandoned hook reserved last was written (its head is). */
+/* The record the abandoned hook reserved last was written: fill() said so, or, interrupted
+ * inside it (its chunk held back: still readable), the head is there. */
 static int inflight_written(const struct ftr_tls *t)
 {
+    if (t->inflight == INFLIGHT_WRITTEN) return 1;
     return t->inflight && __atomic_load_n(&t->inflight->head, __ATOMIC_RELAXED) != 0;
 }
 
@@ -727,6 +762,8 @@ static int settle_abandoned(struct ftr_tls *t, uintptr_t sp, uintptr_t here)
     return 1;
 }
 
+static void switch_spoiled(struct ftr_tls *t);
+
 void ftr_close_frames_below(uintptr_t sp, int inclusive)
 {
     struct ftr_tls *t = &ftr_tls;
@@ -736,6 +773,19 @@ void ftr_close_frames_below(uintptr_t sp, int inclusive)
         t->in_slow = 0;
         ftr_slow_busy = 0;
         if (t->state == FTR_T_OFF && !t->thr) t->state = FTR_T_NEW;
+    }
+    if (unlikely(t->state == FTR_T_SWITCHING)) {
+        /* A signal handler that interrupted a coroutine switch jumps: out of the switch, left
+         * half done for good; or within the handler, none of whose calls was traced (a hook of
+         * its that a nested handler's jump leaves only marked itself running). */
+        if (sp > t->switch_sp) {
+            switch_spoiled(t);
+        } else if (t->hook_sp && left_above(sp, t->hook_sp)) {
+            t->building = t->exiting = NULL;
+            t->inflight = NULL;
+            t->hook_sp = 0;
+        }
+        return;
     }
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
     int abandoned = settle_abandoned(t, sp, here);
@@ -994,6 +1044,51 @@ static void step_aside(struct ftr_tls *t)
     if (blocked) restore_signals(&old);
 }
 
+/* A switch moves this thread's shadow entries: a signal handler landing meanwhile must not see
+ * them half moved. Blocking every signal around it cost two system calls a switch (~400 ns);
+ * instead the thread is FTR_T_SWITCHING, which the handler's hooks read: its calls run untraced
+ * (counted), a return of a frame hooked before takes its address from the book alone, and a
+ * switch or a jump out of the switch in it leaves the switch half done, for good maybe: the
+ * thread steps aside (switch_spoiled). @return the state to put back, at switch_end(). */
+static inline uint32_t switch_begin(struct ftr_tls *t)
+{
+    uint32_t st = t->state;
+    t->switch_sp = (uintptr_t)__builtin_frame_address(0);
+    SIGNAL_FENCE();
+    t->state = FTR_T_SWITCHING;
+    SIGNAL_FENCE();
+    return st;
+}
+/* Back to st, unless a handler made the thread step aside meanwhile: one non-locked cmpxchg,
+ * atomic against this thread's signal handlers. */
+static inline void switch_end(struct ftr_tls *t, uint32_t st)
+{
+    uint32_t expect = FTR_T_SWITCHING;
+    SIGNAL_FENCE();
+    __asm__ volatile("cmpxchgl %2, %1" : "+a"(expect), "+m"(t->state) : "r"(st) : "memory", "cc");
+}
+
+/* A signal handler that interrupted a switch switched too, or jumped out of it: the interrupted
+ * switch may never end, and this thread's entries are half moved. It steps aside. */
+static __attribute__((noinline, cold)) void switch_spoiled(struct ftr_tls *t)
+{
+    if (t->shadow_base) step_aside(t); /* (which does not read the state) */
+    t->state = FTR_T_OFF;
+}
+
+/* A hooked frame returns in a signal handler that interrupted a switch (it switched stacks by
+ * hand): the book gives the address; this thread's entries are not touched, and it steps aside
+ * (its entries no longer tell its frames). */
+static __attribute__((noinline, cold)) uintptr_t switching_exit(struct ftr_tls *t, uintptr_t sp)
+{
+    uintptr_t slot = sp - sizeof(uintptr_t), ret = real_return(slot, NULL);
+    if (!ret) lost_return();
+    *(volatile uintptr_t *)slot = ret;
+    SIGNAL_FENCE();
+    switch_spoiled(t);
+    return ret;
+}
+
 void ftr_context_switch(uintptr_t here, uintptr_t to_sp)
 {
     struct ftr_tls *t = &ftr_tls;
@@ -1004,18 +1099,21 @@ void ftr_context_switch(uintptr_t here, uintptr_t to_sp)
         return;
     }
     if (t->state == FTR_T_OFF) return;
+    if (t->state == FTR_T_SWITCHING) { /* a handler that interrupted a switch */
+        switch_spoiled(t);
+        return;
+    }
     if (t->hook_sp || t->in_slow) { /* a handler that interrupted a hook */
         if (t->state == FTR_T_ACTIVE && t->shadow_base) step_aside(t);
         return;
     }
     /* before the thread's first hook, the chain only (a first traced call inside a coroutine
      * must find the main stack below it) */
-    uint64_t old;
-    if (!block_signals(&old)) return; /* a handler's hooks must not see the entries move */
+    uint32_t st = switch_begin(t);
     uint64_t tsc = ftr_rdtsc();
     runs(t, here, tsc);
     if (to_sp) runs(t, to_sp, tsc);
-    restore_signals(&old);
+    switch_end(t, st);
 }
 
 /* makecontext() on [lo, hi): a coroutine made afresh on that memory. Entries this thread still
@@ -1024,15 +1122,19 @@ void ftr_context_switch(uintptr_t here, uintptr_t to_sp)
 void ftr_context_made(uintptr_t lo, uintptr_t hi)
 {
     struct ftr_tls *t = &ftr_tls;
+    int set_aside = aside((const uintptr_t *)__builtin_frame_address(0));
+    if (!set_aside && t->state == FTR_T_SWITCHING) { /* a handler that interrupted a switch */
+        switch_spoiled(t);
+        return;
+    }
     uint32_t d = ftr_stack_declared(lo); /* the coroutine left suspended there never resumes */
     if (d) ftr_park_drop(d);
-    if (aside((const uintptr_t *)__builtin_frame_address(0))) { /* a clone() child's coroutine */
+    if (set_aside) { /* a clone() child's coroutine */
         if (!ftr_stack_aside(lo)) ftr_stack_set_aside_range(lo, hi);
         return;
     }
     if (t->state != FTR_T_ACTIVE || !t->shadow_base || t->hook_sp || t->in_slow) return;
-    uint64_t old;
-    if (!block_signals(&old)) return;
+    uint32_t st = switch_begin(t);
     uint64_t tsc = ftr_rdtsc();
     struct ftr_shadow *w = t->shadow_base;
     for (struct ftr_shadow *e = t->shadow_base; e < t->top; e++) {
@@ -1051,5 +1153,5 @@ void ftr_context_made(uintptr_t lo, uintptr_t hi)
         if (!(t->chain[i] != FTR_STACK_OWN && ftr_stack_is(lo, t->chain[i])))
             t->chain[k++] = t->chain[i];
     t->chain_n = k;
-    restore_signals(&old);
+    switch_end(t, st);
 }

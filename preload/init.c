@@ -224,16 +224,22 @@ static void print_summary(void)
     char deep[256] = ""; /* calls run unhooked: a shadow stack was full, or the book */
     unsigned long long over = (unsigned long long)ftr_overrun_calls();
     unsigned long long book = (unsigned long long)atomic_load(&ftr_ret_full);
+    unsigned long long sw = (unsigned long long)atomic_load(&ftr_switch_missed);
     if (book > over) book = over;
+    if (sw > over - book) sw = over - book;
     int n = 0;
-    if (over > book)
+    if (over > book + sw)
         n = snprintf(deep, sizeof deep,
                      ", %llu call%s not traced (the shadow stack was full: FTRACE_SHADOW_DEPTH)",
-                     over - book, over - book == 1 ? "" : "s");
+                     over - book - sw, over - book - sw == 1 ? "" : "s");
     if (book && n >= 0 && (size_t)n < sizeof deep)
+        n += snprintf(deep + n, sizeof deep - (size_t)n,
+                      ", %llu call%s not traced (no room left for return addresses)", book,
+                      book == 1 ? "" : "s");
+    if (sw && n >= 0 && (size_t)n < sizeof deep)
         snprintf(deep + n, sizeof deep - (size_t)n,
-                 ", %llu call%s not traced (no room left for return addresses)", book,
-                 book == 1 ? "" : "s");
+                 ", %llu call%s not traced (a signal handler during a coroutine switch)", sw,
+                 sw == 1 ? "" : "s");
     if (failed)
         ftr_msg("writing %s failed (%s): %llu bytes of trace lost%s", ftr_cfg.output,
                 strerror(failed), (unsigned long long)ftr_writer_dropped(), skipped);

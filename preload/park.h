@@ -10,7 +10,8 @@
  * costs the depth of the stacks it leaves and resumes, not the number suspended.
  *
  * Lock-free (a tagged free list of blocks, one exchange to publish or take a park), no
- * allocation but our own mmap'ed pool; called with every signal blocked (hooks.c).
+ * allocation but our own mmap'ed pool; called inside a switch (FTR_T_SWITCHING, hooks.c: a
+ * signal handler that lands there leaves the parks alone).
  */
 #ifndef FTR_PARK_H
 #define FTR_PARK_H

@@ -76,9 +76,11 @@ struct ftr_shadow {
 #define FTR_SITE_FLAGS_MAX (1u << 24)
 
 enum ftr_tstate {
-    FTR_T_NEW = 0, /* no hook has run in this thread yet */
-    FTR_T_ACTIVE,  /* recording */
-    FTR_T_OFF,     /* never records: the writer thread, a thread past its end, a failed init */
+    FTR_T_NEW = 0,   /* no hook has run in this thread yet */
+    FTR_T_ACTIVE,    /* recording */
+    FTR_T_OFF,       /* never records: the writer thread, a thread past its end, a failed init */
+    FTR_T_SWITCHING, /* hooks.c: a coroutine switch moves its shadow entries (a signal handler's
+                        hooks trace nothing meanwhile) */
 };
 
 struct ftr_chunk;
@@ -96,8 +98,8 @@ struct ftr_tls {
     struct ftr_shadow *building;  /* ... building this entry: a jump past hook_sp (siglongjmp out
                                      of a handler that interrupted the hook) abandons them */
     struct ftr_shadow *exiting;   /* ... or popping this one (its EXIT being recorded) */
-    struct ftr_rec *inflight;     /* the record slot the hook reserved last (its head written
-                                     or not tells whether the record was) */
+    struct ftr_rec *inflight;     /* the record slot the hook reserved last, or 1 once it is
+                                     written (hooks.c, fill: whether the record was) */
     struct ftr_rec *rw_rec;       /* the ENTRY record an exit is taking back (--threshold), ... */
     struct ftr_chunk *rw_chunk;   /* ... in this chunk: see hooks.c, rewind_short */
     uint32_t dtor_rounds;         /* threads.c: rounds of key destructors seen at its end */
@@ -109,6 +111,7 @@ struct ftr_tls {
     struct ftr_thread *thr;       /* registry entry (threads.c) */
     uintptr_t stack_lo, stack_hi; /* this thread's own stack (0, 0: unknown) */
     uint32_t rec_depth;           /* recorded frames open (for --max-depth) */
+    uintptr_t switch_sp;          /* hooks.c: the frame of the switch under way (FTR_T_SWITCHING) */
     uint32_t chain_n;       /* hooks.c: stacks resumed one inside another (swapcontext), ... */
     uint32_t chain[31];     /* ... outermost first: the last one runs (stack classes) */
     uint32_t graph_open;    /* --graph-function roots open */
@@ -117,6 +120,9 @@ struct ftr_tls {
     uint64_t lost;          /* events dropped (nested in the slow path, no chunk) */
     uint64_t lost_reported; /* of those, already told in a LOST event */
 };
+/* hooks.c: calls not traced because a signal handler ran them during a coroutine switch (also
+ * counted in the threads' overruns) */
+extern _Atomic uint64_t ftr_switch_missed FTR_HIDDEN;
 extern __thread struct ftr_tls ftr_tls __attribute__((tls_model("initial-exec"))) FTR_HIDDEN;
 
 /* ---- process-wide state, in three parts ---- */

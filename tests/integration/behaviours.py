@@ -374,6 +374,28 @@ def check_jmpprof(r):
                          {"main": (1, 1), "main;job": (150, 10 ** 9)})
 
 
+def check_jmpfill(r):
+    """Only main;job(;mid(;leaf)), with on_jmpfill(;fill3) anywhere below main, every exit
+    matched (a hook's record that the handler's chunk switch sent to the writer, which zeroed
+    the chunk for reuse before the jump, still counts as written)."""
+    one_well_formed_tree(r, r"^main(;job(;mid(;leaf)?)?)?(;on_jmpfill(;fill3)?)?$",
+                         {"main": (1, 1), "main;job": (250, 10 ** 9)})
+
+
+def check_sigswitch(r):
+    """A signal handler's calls during coroutine switches: every switch's frames counted, the
+    tree well formed, on_tick at most once per signal (those during a switch run untraced)."""
+    assert not r.report_err, "ftrace-report: %s" % r.report_err.strip()
+    assert not r.open_calls(), "open at the end: %s" % r.open_calls()
+    c = collections.Counter()
+    for t in r.trees():
+        for p, n in t.items():
+            c[p.split(";")[-1]] += n
+    want = {"main": 1, "sw_ping": 20000, "co_pong": 20000, "sw_body": 1}
+    assert all(c[f] == n for f, n in want.items()), "counts: %s" % dict(c)
+    assert c["on_tick"] == c["tick_work"] and c["on_tick"] > 0, "handler calls: %s" % dict(c)
+
+
 def check_fillchunk(r):
     """Only main;job2(;leaf2), with on_fill(;slow2) anywhere below main."""
     one_well_formed_tree(r, r"^main(;job2(;leaf2)?)?(;on_fill(;slow2(;now_ns)?)?)?$",
@@ -836,6 +858,14 @@ CASES = {
     "hostile-jmpprof-threshold": Case("bhostile.c", ["jmpprof", "alarm"], check_jmpprof,
                                       needed=HOSTILE_LIB,
                                       env={"FTRACE_THRESHOLD": "30us", "FTRACE_CLOCK": "tsc"}),
+    # ... a handler that fills (4 KiB) chunks, which the writer writes and zeroes, before its
+    # jump: a hook's ENTRY or EXIT written before the signal landed still counts as written
+    "hostile-jmpfill": Case("bhostile.c", ["jmpfill"], check_jmpfill, needed=HOSTILE_LIB,
+                            env={"FTRACE_BUFSIZE": "4"}),
+    "hostile-jmpfill-mono": Case("bhostile.c", ["jmpfill"], check_jmpfill, needed=HOSTILE_LIB,
+                                 env={"FTRACE_BUFSIZE": "4", "FTRACE_CLOCK": "mono"}),
+    # a signal handler's traced calls landing while a coroutine switch moves the shadow entries
+    "hostile-sigswitch": Case("bhostile.c", ["sigswitch"], check_sigswitch, needed=HOSTILE_LIB),
     # ... a handler that fills a (4 KiB) chunk while a take-back is under way: the chunk must
     # not go to the writer (which takes a full chunk whole) nor be recycled before it settles
     "hostile-fillchunk": Case("bhostile.c", ["fillchunk"], check_fillchunk, needed=HOSTILE_LIB,

@@ -14,6 +14,16 @@
  *   altjmp     10000 times: main -> trigger raises SIGUSR2, whose SA_ONSTACK handler
  *              on_alt -> alt_work siglongjmp()s back into main; then main -> final. Tree: main,
  *              main;trigger, ...;trigger;on_alt, ...;on_alt;alt_work 10000 each, main;final 1.
+ *   jmpfill    as jmpprof, 300 times, with a SIGALRM handler that first makes 300 traced calls
+ *              (fill3: enough to fill a 4 KiB chunk, which goes to the writer while the hook
+ *              the signal interrupted is still marked as running) and sleeps 300 us (the writer
+ *              writes the chunk and zeroes it for reuse) before it jumps: the hook's ENTRY or
+ *              EXIT, written, must still count as written (no UNWIND missing or doubled).
+ *   sigswitch  main resumes a ucontext coroutine 20000 times (sw_ping -> swapcontext; the
+ *              coroutine's co_pong swaps back), while a SIGALRM every 50 us runs on_tick ->
+ *              tick_work, often in the middle of a switch (whose shadow entries are being
+ *              moved): the tree is well formed, sw_ping 20000, co_pong 20000, sw_body 1, and
+ *              at most one on_tick (tick_work) per signal.
  *   jmpprof    a SIGPROF every 200 us (with "alarm": a SIGALRM) whose handler on_prof siglongjmp()s
  * out of job -> mid -> leaf (a timeout), 200 times: the signal lands anywhere, in the tracer's
  * hooks too. The tree is well formed (the report finds every exit's call) and made of
@@ -42,6 +52,19 @@
 #include "behave.h"
 
 static volatile long sink;
+
+/* handler h on SIGALRM (flags: its sa_flags), sent every us microseconds (0: stopped); inlined:
+ * not a traced call of its own */
+static inline __attribute__((always_inline)) void alarm_every(void (*h)(int), int flags, long us)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = h;
+    sa.sa_flags = flags;
+    if (us) sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {{0, us}, {0, us}};
+    setitimer(ITIMER_REAL, &it, NULL);
+}
 
 /* ---- firsthook ---- */
 void lib_worker_start(void); /* libbhostile.so: its constructor started the thread */
@@ -169,6 +192,22 @@ NOINLINE void job(void)
     for (long i = 0;; i++)
         sink += mid(i);
 }
+/* ---- jmpfill ---- */
+NOINLINE void fill3(long x)
+{
+    sink += x;
+}
+NOINLINE void on_jmpfill(int sig)
+{
+    (void)sig;
+    if (!armed) return;
+    for (int i = 0; i < 300; i++) /* 600 records: the interrupted hook's chunk goes ... */
+        fill3(i);
+    struct timespec ts = {0, 300000}; /* ... and the writer writes it and zeroes it */
+    nanosleep(&ts, NULL);
+    armed = 0;
+    siglongjmp(prof_jb, 1);
+}
 /* ---- fillchunk ---- */
 static volatile sig_atomic_t fills;
 NOINLINE void leaf2(long x)
@@ -239,6 +278,51 @@ static void run_migrate(void)
     }
 }
 
+/* ---- sigswitch ---- */
+static ucontext_t sw_main_uc, sw_co_uc;
+static volatile sig_atomic_t sw_ticks, sw_co_calls;
+static volatile long sw_pongs;
+NOINLINE void tick_work(void)
+{
+    sink++;
+}
+NOINLINE void on_tick(int sig)
+{
+    (void)sig;
+    sw_ticks++;
+    tick_work();
+}
+NOINLINE void co_pong(void)
+{
+    sw_pongs++;
+    swapcontext(&sw_co_uc, &sw_main_uc); /* back to main, inside traced frames */
+    NOTAIL();
+}
+NOINLINE void sw_body(void)
+{
+    for (;;) {
+        sw_co_calls++;
+        co_pong();
+    }
+}
+NOINLINE void sw_ping(void)
+{
+    swapcontext(&sw_main_uc, &sw_co_uc);
+    NOTAIL();
+}
+static void run_sigswitch(long rounds)
+{
+    getcontext(&sw_co_uc);
+    sw_co_uc.uc_stack.ss_size = 64 * 1024;
+    sw_co_uc.uc_stack.ss_sp = malloc(64 * 1024);
+    sw_co_uc.uc_link = NULL;
+    makecontext(&sw_co_uc, sw_body, 0);
+    alarm_every(on_tick, SA_RESTART, 50);
+    for (long i = 0; i < rounds; i++)
+        sw_ping();
+    alarm_every(on_tick, SA_RESTART, 0);
+    printf("sigswitch: %ld pongs, %d body calls\n", (long)sw_pongs, (int)sw_co_calls);
+}
 /* ---- migback ---- */
 static ucontext_t mb_co, *mb_back;
 NOINLINE void mb_yield(void)
@@ -363,16 +447,25 @@ int main(int argc, char **argv)
         }
         setitimer(alarm ? ITIMER_REAL : ITIMER_PROF, &off, NULL);
         printf("jmpprof: %d jumps\n", n);
+    } else if (!strcmp(mode, "jmpfill")) {
+        alarm_every(on_jmpfill, 0, 200);
+        int n = 0;
+        for (int k = 0; k < 300; k++) {
+            if (!sigsetjmp(prof_jb, 1)) {
+                armed = 1;
+                job();
+            } else {
+                n++;
+            }
+        }
+        alarm_every(on_jmpfill, 0, 0);
+        printf("jmpfill: %d jumps\n", n);
+    } else if (!strcmp(mode, "sigswitch")) {
+        run_sigswitch(argc > 2 ? atol(argv[2]) : 20000);
     } else if (!strcmp(mode, "fillchunk")) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_fill;
-        sa.sa_flags = SA_RESTART;
-        sigaction(SIGALRM, &sa, NULL);
-        struct itimerval it = {{0, 1000}, {0, 1000}}, off = {{0, 0}, {0, 0}};
-        setitimer(ITIMER_REAL, &it, NULL);
+        alarm_every(on_fill, SA_RESTART, 1000);
         job2(400);
-        setitimer(ITIMER_REAL, &off, NULL);
+        alarm_every(on_fill, SA_RESTART, 0);
         printf("fillchunk: done\n");
     } else if (!strcmp(mode, "migrate")) {
         run_migrate();
@@ -390,7 +483,8 @@ int main(int argc, char **argv)
     } else {
         fprintf(
             stderr,
-            "usage: bhostile firsthook|coro300|altjmp|jmpprof|fillchunk|migrate|keydtor|exit3\n");
+            "usage: bhostile "
+            "firsthook|coro300|altjmp|jmpprof|jmpfill|sigswitch|fillchunk|migrate|keydtor|exit3\n");
         return 2;
     }
     return 0;
