@@ -23,7 +23,8 @@ else
   for _ in $(seq "$(nproc)"); do (while :; do :; done) & pids+=($!); done
 fi
 modes=migrate,fctx-wide,fctx-deep,sjlj,many,clonetls,clonemany,clonevfork,btalt,boost-callcc,boost-fiber-migrate,boost-unwind
-cases='swapcontext*,hostile-migrate,hostile-migback,hostile-coro300,hostile-altjmp,hostile-jmpprof'
+cases='swapcontext*,hostile-migrate,hostile-migback,hostile-coro300,hostile-altjmp,hostile-jmpprof*'
+cases+=',hostile-jmpfill-mono,hostile-sigswitch'
 cases+=',threads-many,threads-exit,threads-detached,signals-usr1,signals-altstack,signals-siglongjmp'
 cases+=',cancel-deferred,exc-nested,jmp-siglongjmp,unwind-backtrace-signal,unwind-libunwind-signal'
 start=$(date +%s)
