@@ -372,6 +372,13 @@ static inline struct marks marks_enter(struct ftr_tls *t, uintptr_t sp)
     SIGNAL_FENCE();
     return m;
 }
+/* No hook marked running any more (the ones marked were left for good). */
+static inline void marks_clear(struct ftr_tls *t)
+{
+    t->building = t->exiting = NULL;
+    t->inflight = NULL;
+    t->hook_sp = 0;
+}
 static inline void marks_leave(struct ftr_tls *t, const struct marks *m)
 {
     SIGNAL_FENCE();
@@ -636,11 +643,9 @@ static int settle_abandoned(struct ftr_tls *t, uintptr_t sp, uintptr_t here)
             x->flags &= ~FTR_SH_RECORDED;
         x->flags &= ~(FTR_SH_REWINDING | FTR_SH_TAKEN_BACK);
     }
-    t->building = t->exiting = NULL;
-    t->inflight = NULL;
+    marks_clear(t);
     t->rw_rec = NULL;
     t->rw_chunk = NULL;
-    t->hook_sp = 0;
     t->filling = 0;
     if (t->shadow_base) {
         while (t->top > t->shadow_base && !t->top[-1].slot)
@@ -667,9 +672,7 @@ void ftr_close_frames_below(uintptr_t sp, int inclusive)
         if (sp > t->switch_sp) {
             ftr_switch_spoiled(t);
         } else if (t->hook_sp && left_above(sp, t->hook_sp)) {
-            t->building = t->exiting = NULL;
-            t->inflight = NULL;
-            t->hook_sp = 0;
+            marks_clear(t); /* (not t->filling: the switch may be writing a record) */
         }
         return;
     }

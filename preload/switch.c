@@ -265,10 +265,10 @@ void ftr_context_switch(uintptr_t here, uintptr_t to_sp)
         if (t->state == FTR_T_ACTIVE && t->shadow_base) step_aside(t, msg, sizeof msg - 1);
         return;
     }
-    /* before the thread's first hook, the chain only (a first traced call inside a coroutine
-     * must find the main stack below it) */
-    /* the clock first: with CLOCK_MONOTONIC it is a system call, at whose return pending
-     * signals are delivered (40% of a handler's calls fell into the switch when it came after) */
+    /* Before the thread's first hook, the chain only (a first traced call inside a coroutine
+     * must find the main stack below it). The clock first: with CLOCK_MONOTONIC it is a system
+     * call, at whose return pending signals are delivered (40% of a handler's calls fell into
+     * the switch when it came after). */
     uint64_t tsc = ftr_rdtsc();
     uint32_t st = switch_begin(t);
     runs(t, here, tsc);
