@@ -198,7 +198,7 @@ def case_ctl(bindir, work, b):
         open(stop, "w").close()
         out, err = p.communicate(timeout=TIMEOUT)
     assert p.returncode == 0 and not err, (p.returncode, err)
-    phase, seen = 0, collections.Counter()
+    phase, seen, last = 0, collections.Counter(), [None, None, None]
     for line in graph(bindir, path).splitlines():
         if line.startswith("#") or not line.strip():
             continue
@@ -208,7 +208,13 @@ def case_ctl(bindir, work, b):
             continue
         if body.strip() in ("run() {", "run();"):
             seen[(phase, body.strip())] += 1
+            last[phase] = body.strip()
     assert phase == 2, "marks seen: %d" % phase
+    # The "off" mark is written once the last slot is put back, so a run() begun in between
+    # (the control thread preempted there, under load) is the last of phase 0 and has no
+    # library calls: one such run() is allowed, and only as the last before the mark.
+    if last[0] == "run();":
+        seen[(0, "run();")] -= 1
     assert seen[(0, "run() {")] and not seen[(0, "run();")], seen
     assert seen[(1, "run();")] and not seen[(1, "run() {")], seen
     assert seen[(2, "run() {")], seen
