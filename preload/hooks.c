@@ -230,6 +230,23 @@ static inline int room_for_through(const struct ftr_tls *t, uintptr_t s)
            ftr_stack_class(t, s) == FTR_STACK_OWN;
 }
 
+/* The slow-path area that ftr_tramp_sigret runs a handler's exit hook on is there (mapped by
+ * a first slow path if not). @return 0: none (no memory, or inside a slow path): the handler's
+ * return is hooked as any other. */
+static __attribute__((noinline, cold)) int sig_area_map(struct ftr_tls *t)
+{
+    if (!t->in_slow && !ftr_slow_busy) {
+        t->slow_sp = (uintptr_t)__builtin_frame_address(0);
+        ftr_call_saving(ftr_slow_nothing, NULL);
+        t->slow_sp = 0;
+    }
+    return ftr_slow_area != NULL;
+}
+static inline int sig_area(struct ftr_tls *t)
+{
+    return likely(ftr_slow_area != NULL) || sig_area_map(t);
+}
+
 _Atomic uint64_t ftr_switch_missed;
 
 /* A call in a signal handler that landed while a coroutine switch moves this thread's shadow
@@ -261,7 +278,7 @@ static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot,
     if (unlikely(top > t->shadow_base && top[-1].slot <= s)) {
         /* Same slot, already hooked: a tail call (f jumped to g, g returns for both); both
          * entries stay and are closed together. Otherwise the frames there are dead. */
-        int tail_call = top[-1].slot == s && ret == (uintptr_t)ftr_tramp_return;
+        int tail_call = top[-1].slot == s && ftr_hooked_word(ret);
         top = t->top = close_dead(t, top, s, !tail_call, tsc);
     }
 
@@ -287,11 +304,19 @@ static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot,
         t->overruns++; /* like the kernel's trace_overrun: the call runs unhooked */
         return ENTRY_NONE;
     }
+    /* A signal handler's return (to the restorer) is hooked with ftr_tramp_sigret, which runs
+     * the exit hook off its stack (tramp_x86_64.S): not called through, whose exit runs below. */
+    uintptr_t tramp = (uintptr_t)ftr_tramp_return;
+    if (unlikely(ret == ftr_hot.sig_restorer) && sig_area(t)) {
+        tramp = (uintptr_t)ftr_tramp_sigret;
+        through = 0;
+    }
     through = through && room_for_through(t, s);
     /* A hooked return finds its real address in the book by its slot (retaddr.h), never in a
-     * shadow stack; a tail call's slot (already ours) keeps the address its first hook put. */
+     * shadow stack; a tail call's slot (already ours) keeps the address its first hook put, and
+     * gets no book entry. */
     struct ftr_retaddr *book = NULL;
-    if (!through && ret != (uintptr_t)ftr_tramp_return &&
+    if (!through && likely(!ftr_hooked_word(ret)) &&
         unlikely(!(book = ftr_ret_put(s, ret, top->book)))) {
         t->overruns++; /* no room in the book: the call runs unhooked */
         return ENTRY_NONE;
@@ -315,7 +340,7 @@ static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot,
     SIGNAL_FENCE();
     top->slot = s; /* complete */
     SIGNAL_FENCE();
-    if (!through) *slot = (uintptr_t)ftr_tramp_return;
+    if (book) *slot = tramp;
     graph_count(t, top, 1);
     if (likely(rec)) {
         t->rec_depth++;
@@ -433,7 +458,7 @@ static __attribute__((noreturn)) void lost_return(void)
 static inline struct ftr_shadow *group_bottom(const struct ftr_tls *t, struct ftr_shadow *e,
                                               uintptr_t slot)
 {
-    while (e->ret == (uintptr_t)ftr_tramp_return && e > t->shadow_base && e[-1].slot == slot)
+    while (e > t->shadow_base && e[-1].slot == slot && ftr_hooked_word(e->ret))
         e--;
     return e;
 }
@@ -507,7 +532,7 @@ exit_slow(struct ftr_tls *t, uintptr_t slot, uintptr_t ret, uint64_t tsc, const 
 static inline uintptr_t real_return(uintptr_t slot, struct ftr_retaddr *hint)
 {
     uintptr_t ret = *(volatile uintptr_t *)slot;
-    return ret == (uintptr_t)ftr_tramp_return ? ftr_ret_get_hinted(slot, hint) : ret;
+    return ftr_hooked_word(ret) ? ftr_ret_get_hinted(slot, hint) : ret;
 }
 
 static HOT_INLINE uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp, const uintptr_t *rv)

@@ -82,6 +82,11 @@ void ftr_xsave_init(void)
     ftr_slow_area_size = ((uint64_t)ftr_xsave_size + SLOW_STACK_BYTES + 4095) & ~4095ull;
 }
 
+void ftr_slow_nothing(void *arg)
+{
+    (void)arg;
+}
+
 void ftr_slow_area_free(void)
 {
     void *a = ftr_slow_area;
@@ -669,6 +674,11 @@ static int install_signals(char *err, size_t errlen)
         snprintf(err, errlen, "cannot install the SIGTRAP handler: %s", strerror(errno));
         return -1;
     }
+    /* Handlers returning to glibc's restorer get ftr_tramp_sigret, which counts on it loading
+     * every register from the signal frame: mov $15, %rax; syscall (rt_sigreturn). */
+    static const unsigned char rt_sigreturn[9] = {0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05};
+    uintptr_t r = ftr_sigguard_restorer();
+    if (r && !memcmp((const void *)r, rt_sigreturn, sizeof rt_sigreturn)) ftr_hot.sig_restorer = r;
     return 0;
 }
 

@@ -273,6 +273,11 @@ static void note_restorer(int sig)
         atomic_store(&restorer, k.restorer);
 }
 
+uintptr_t ftr_sigguard_restorer(void)
+{
+    return (uintptr_t)atomic_load(&restorer);
+}
+
 static void after_fork_child(void)
 {
     atomic_store(&gpid, (pid_t)syscall(SYS_getpid));

@@ -43,6 +43,8 @@ void ftr_sigguard_chain(int sig, siginfo_t *si, void *uc) FTR_HIDDEN;
 /* From the tracer (hooks.c; a no-op in the test shim): the swapcontext() and setcontext()
  * wrappers tell it of coroutine switches. */
 void ftr_context_switch(uintptr_t here, uintptr_t to_sp) FTR_HIDDEN;
+/* glibc's sa_restorer, as a read-back of a handler installed through it showed (0: none seen). */
+uintptr_t ftr_sigguard_restorer(void) FTR_HIDDEN;
 /* pthread_sigmask() without the guard, for libftrace's own threads. */
 int ftr_sigguard_real_sigmask(int how, const sigset_t *set, sigset_t *old) FTR_HIDDEN;
 

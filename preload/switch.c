@@ -200,8 +200,7 @@ static void step_aside(struct ftr_tls *t, const char *msg, unsigned long len)
     int blocked = block_signals(&old);
     for (struct ftr_shadow *e = t->shadow_base; e && e < t->top; e++) {
         uintptr_t w, ret; /* a slot may be on a stack freed since: peeked at */
-        if (e->slot && ftr_peek(e->slot, &w) && w == (uintptr_t)ftr_tramp_return &&
-            (ret = ftr_ret_get(e->slot)))
+        if (e->slot && ftr_peek(e->slot, &w) && ftr_hooked_word(w) && (ret = ftr_ret_get(e->slot)))
             *(uintptr_t *)e->slot = ret;
     }
     t->state = FTR_T_OFF;

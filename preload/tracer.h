@@ -138,6 +138,7 @@ struct ftr_hot {
     uint64_t threshold_from;  /* only entries after this tsc may be taken back */
     int clock_mono;           /* timestamps are CLOCK_MONOTONIC ns: the TSC is not trusted */
     atomic_int aside;         /* some stack is set aside (stacks.h, ftr_stack_aside) */
+    uintptr_t sig_restorer;   /* glibc's signal restorer: a frame returning there is a handler's */
 } __attribute__((aligned(64)));
 extern struct ftr_hot ftr_hot FTR_HIDDEN;
 
@@ -193,9 +194,21 @@ void ftr_tramp_mcount(void) FTR_HIDDEN;       /* reached from stubs of sites aft
 void ftr_tramp_fentry_chain(void) FTR_HIDDEN; /* ... of sites after a push %r10 at the start */
 void ftr_tramp_return(void) FTR_HIDDEN;       /* hooked return addresses point here */
 void ftr_tramp_hooked(void) FTR_HIDDEN;       /* the pseudo-frame: the byte before it */
+void ftr_tramp_sigret(void) FTR_HIDDEN;       /* a signal handler's: it returns to the restorer */
+void ftr_tramp_sighooked(void) FTR_HIDDEN;    /* its pseudo-frame: the byte before it */
 void ftr_tramp_through(void) FTR_HIDDEN;      /* reached from stubs of call-through sites ... */
 void ftr_tramp_through_end(void) FTR_HIDDEN;  /* ... and ends here (unwind.c) */
 void ftr_tramp_libcall(void) FTR_HIDDEN;      /* reached from the stubs of library calls */
+/* Is w, read from a return-address slot, one of our return trampolines (a hooked return)? */
+static inline int ftr_hooked_word(uintptr_t w)
+{
+    return w == (uintptr_t)ftr_tramp_return || w == (uintptr_t)ftr_tramp_sigret;
+}
+/* The trampoline a hooked slot whose real return address is ret holds. */
+static inline uintptr_t ftr_tramp_for(uintptr_t ret)
+{
+    return ret == ftr_hot.sig_restorer ? (uintptr_t)ftr_tramp_sigret : (uintptr_t)ftr_tramp_return;
+}
 /* Calls fn(arg) with every vector/x87 register saved (xsave): lets general-register-only code
  * call into libc. */
 void ftr_call_saving(void (*fn)(void *), void *arg) FTR_HIDDEN;
@@ -208,7 +221,8 @@ extern __thread uint32_t ftr_slow_busy __attribute__((tls_model("initial-exec"))
 /* a SIGTRAP sent while the thread was on its slow-path area, raised again after it */
 extern __thread uint32_t ftr_slow_deferred_trap __attribute__((tls_model("initial-exec")))
 FTR_HIDDEN;
-void ftr_slow_area_free(void) FTR_HIDDEN; /* at the thread's end */
+void ftr_slow_area_free(void) FTR_HIDDEN;    /* at the thread's end */
+void ftr_slow_nothing(void *arg) FTR_HIDDEN; /* for ftr_call_saving(): maps the area, no more */
 void ftr_xsave_init(void) FTR_HIDDEN;
 
 /* hooks.c (called from the trampolines) */

@@ -273,6 +273,98 @@ GLOBAL_HIDDEN(ftr_tramp_return)
     .cfi_endproc
 END(ftr_tramp_return)
 
+/* The slow-path area (ftr_call_saving, ftr_tramp_sigret). BLOCK_SIGNALS: rt_sigprocmask(
+ * SIG_BLOCK, &slow_blocked, old, 8), old a register or $0. AREA_TAKE: ftr_slow_busy + 1 (r14
+ * keeps its TLS offset), to \nested if the area was in use already, else rax = the area (0: not
+ * mapped yet; r13 keeps its TLS offset). RAISE_DEFERRED_TRAP: a SIGTRAP put off by on_sigtrap()
+ * (init.c) while the thread was on the area, raised again. Each clobbers rax, rcx, r11 (system
+ * calls) and the registers it names. */
+.macro BLOCK_SIGNALS old
+    mov $14, %eax
+    xor %edi, %edi
+    lea slow_blocked(%rip), %rsi
+    mov \old, %rdx
+    mov $8, %r10d
+    syscall
+.endm
+.macro AREA_TAKE nested
+    movq ftr_slow_busy@GOTTPOFF(%rip), %r14
+    addl $1, %fs:(%r14)            /* one instruction: atomic against our own signal handlers */
+    cmpl $1, %fs:(%r14)
+    jne \nested
+    movq ftr_slow_area@GOTTPOFF(%rip), %r13
+    mov %fs:(%r13), %rax
+.endm
+.macro RAISE_DEFERRED_TRAP /* clobbers rdx, rsi, rdi, r12, r13 */
+    movq ftr_slow_deferred_trap@GOTTPOFF(%rip), %r13
+    cmpl $0, %fs:(%r13)
+    je .Lno_trap\@
+    movl $0, %fs:(%r13)            /* tgkill(getpid(), gettid(), SIGTRAP) */
+    mov $186, %eax
+    syscall
+    mov %rax, %r12
+    mov $39, %eax
+    syscall
+    mov %rax, %rdi
+    mov %r12, %rsi
+    mov $5, %edx
+    mov $234, %eax
+    syscall
+.Lno_trap\@:
+.endm
+
+/* A signal handler's hooked return: the frame's real return address is the signal restorer
+ * (glibc's __restore_rt, whose rt_sigreturn loads every register from the signal frame), so
+ * every register but rsp is dead here. Nothing is written below rsp: the handler's frame, dead
+ * now, may be jumped back into (QEMU's sigaltstack coroutines sigsetjmp() in the handler,
+ * return, and siglongjmp() back in). Untraced, the restorer writes no stack; so the exit hook
+ * runs on the thread's slow-path area, with signals blocked (rt_sigreturn puts back the
+ * handler's interrupted mask) so that no handler of the program lands on it. If the area is
+ * missing or busy (a SIGTRAP handler of ours nested in its own slow path), the hook runs as
+ * ftr_tramp_return does, on this stack. The pseudo-frame for unwinders is the byte before. */
+GLOBAL_HIDDEN(ftr_tramp_sighooked)
+    .cfi_startproc
+    .cfi_personality 0x1b, ftr_unwind_personality
+    .cfi_def_cfa %rsp, 0
+    int3 /* never executed */
+    .cfi_endproc
+END(ftr_tramp_sighooked)
+
+GLOBAL_HIDDEN(ftr_tramp_sigret)
+    .cfi_startproc
+    .cfi_def_cfa %rsp, 0
+    mov %rsp, %rbx                 /* callee-saved: survives the C call */
+    .cfi_def_cfa_register %rbx
+    BLOCK_SIGNALS $0
+    AREA_TAKE 1f
+    test %rax, %rax
+    jz 1f
+    add ftr_slow_area_size(%rip), %rax
+    and $-64, %rax
+    mov %rax, %rsp                 /* off the program's stack */
+    mov %rbx, %rdi
+    xor %esi, %esi                 /* no return value */
+    call ftr_hook_exit
+    mov %rax, -8(%rbx)             /* the slot: from here on unwinders read the real address */
+    mov %rbx, %rsp
+    .cfi_def_cfa_register %rsp
+    subl $1, %fs:(%r14)
+    RAISE_DEFERRED_TRAP
+    jmp *-8(%rsp)                  /* the slot, in the red zone: no signal frame goes there */
+    .cfi_def_cfa_register %rbx
+1:  subl $1, %fs:(%r14)            /* on this stack, as ftr_tramp_return */
+    lea -8(%rbx), %rsp
+    and $-16, %rsp
+    mov %rbx, %rdi
+    xor %esi, %esi
+    call ftr_hook_exit
+    mov %rax, -8(%rbx)
+    mov %rbx, %rsp
+    .cfi_def_cfa_register %rsp
+    jmp *%rax
+    .cfi_endproc
+END(ftr_tramp_sigret)
+
 /* void ftr_call_saving(void (*fn)(void *), void *arg): fn(arg) with all extended state saved,
  * on the thread's private slow-path area (ftr_slow_area, mapped here with a raw mmap system
  * call the first time: no libc, so that it works inside any signal handler): the xsave image
@@ -298,18 +390,8 @@ GLOBAL_HIDDEN(ftr_call_saving)
     mov %rdi, %r12                 /* fn */
     mov %rsi, %rbx                 /* arg (rbx, r12-r14 are callee-saved: survive the call) */
     sub $16, %rsp                  /* -48(%rbp): the signal mask to put back */
-    mov $14, %eax                  /* rt_sigprocmask(SIG_BLOCK, &slow_blocked, rsp, 8) */
-    xor %edi, %edi
-    lea slow_blocked(%rip), %rsi
-    mov %rsp, %rdx
-    mov $8, %r10d
-    syscall
-    movq ftr_slow_busy@GOTTPOFF(%rip), %r14
-    addl $1, %fs:(%r14)            /* one instruction: atomic against our own signal handlers */
-    cmpl $1, %fs:(%r14)
-    jne 3f                         /* nested: the area is in use */
-    movq ftr_slow_area@GOTTPOFF(%rip), %r13
-    mov %fs:(%r13), %rax
+    BLOCK_SIGNALS %rsp
+    AREA_TAKE 3f                   /* nested: the area is in use */
     test %rax, %rax
     jnz 2f
     mov $9, %eax                   /* mmap(NULL, size, RW, PRIVATE|ANONYMOUS, -1, 0) */
@@ -355,21 +437,8 @@ GLOBAL_HIDDEN(ftr_call_saving)
     xor %edx, %edx
     mov $8, %r10d
     syscall
-    movq ftr_slow_deferred_trap@GOTTPOFF(%rip), %r13
-    cmpl $0, %fs:(%r13)
-    je 5f
-    movl $0, %fs:(%r13)            /* a SIGTRAP put off: tgkill(getpid(), gettid(), SIGTRAP) */
-    mov $186, %eax
-    syscall
-    mov %rax, %r12
-    mov $39, %eax
-    syscall
-    mov %rax, %rdi
-    mov %r12, %rsi
-    mov $5, %edx
-    mov $234, %eax
-    syscall
-5:  lea -32(%rbp), %rsp
+    RAISE_DEFERRED_TRAP
+    lea -32(%rbp), %rsp
     pop %r14
     pop %r13
     pop %r12

@@ -156,8 +156,7 @@ static void unhook_all(uintptr_t above, int mark)
             uint32_t ec = ftr_stack_class(t, e->slot);
             if (ec == cls ? e->slot <= above : cls == FTR_STACK_OWN) continue;
         }
-        if (!slot_word(&h, e->slot, &w) || w != (uintptr_t)ftr_tramp_return ||
-            !(ret = ftr_ret_get(e->slot)))
+        if (!slot_word(&h, e->slot, &w) || !ftr_hooked_word(w) || !(ret = ftr_ret_get(e->slot)))
             continue;
         *(uintptr_t *)e->slot = ret;
         if (mark) e->flags |= FTR_SH_UNHOOKED;
@@ -169,10 +168,9 @@ static void unhook_all(uintptr_t above, int mark)
 static void rehook(const struct on_stack *h, const struct ftr_shadow *e)
 {
     uintptr_t w;
-    if (!e->slot || (e->flags & FTR_SH_THROUGH) || !slot_word(h, e->slot, &w) ||
-        w == (uintptr_t)ftr_tramp_return)
+    if (!e->slot || (e->flags & FTR_SH_THROUGH) || !slot_word(h, e->slot, &w) || ftr_hooked_word(w))
         return;
-    if (w == ftr_ret_get(e->slot)) *(uintptr_t *)e->slot = (uintptr_t)ftr_tramp_return;
+    if (w == ftr_ret_get(e->slot)) *(uintptr_t *)e->slot = ftr_tramp_for(w);
 }
 
 static void rehook_marked(void)
@@ -219,13 +217,13 @@ FTR_HIDDEN int ftr_unwind_personality(int version, int actions, uint64_t exc_cla
     const struct libgcc_context_head *c = context;
     enum { URC_CONTINUE_UNWIND = 8 };
     if (!t->shadow_base) return URC_CONTINUE_UNWIND;
-    if (c && c->ra == (uintptr_t)ftr_tramp_return && c->cfa > 8 && !(c->cfa & 7)) {
+    if (c && ftr_hooked_word(c->ra) && c->cfa > 8 && !(c->cfa & 7)) {
         uintptr_t *slot = (uintptr_t *)(c->cfa - 8);
         /* The unwinder reads *slot next. No address for it (the frame's return is under way:
          * ftr_hook_exit popped the entry, ftr_tramp_return has not stored the address yet):
          * 0 ends the walk there rather than looping on the pseudo-frame. The return itself
          * stores the real address into the slot again, and jumps through it. */
-        if (*slot == (uintptr_t)ftr_tramp_return) *slot = real_return(t, (uintptr_t)slot);
+        if (ftr_hooked_word(*slot)) *slot = real_return(t, (uintptr_t)slot);
         return URC_CONTINUE_UNWIND;
     }
     unhook_all(0, 0); /* another unwinder's context: every slot */
@@ -340,7 +338,7 @@ static int trace_one(struct _Unwind_Context *ctx, void *p)
         return 0;
     }
     uintptr_t ip = a->get_ip ? a->get_ip(ctx) : 0;
-    if (ip == (uintptr_t)ftr_tramp_return && a->get_cfa) {
+    if (ftr_hooked_word(ip) && a->get_cfa) {
         uintptr_t cfa = a->get_cfa(ctx);
         if (cfa == a->last_cfa) return 5; /* _URC_END_OF_STACK */
         a->last_cfa = cfa;

@@ -154,7 +154,8 @@ void ftr_unwind_fde_resolve(void)
 
 static int pseudo_frame(uintptr_t a)
 {
-    return a >= (uintptr_t)ftr_tramp_hooked && a < (uintptr_t)ftr_tramp_return;
+    return (a >= (uintptr_t)ftr_tramp_hooked && a < (uintptr_t)ftr_tramp_return) ||
+           a == (uintptr_t)ftr_tramp_sighooked;
 }
 
 /* A walk that calls no personality (_Unwind_Backtrace() of a libgcc we do not wrap: opened

@@ -84,7 +84,7 @@ static int step_through(struct lu_api *a, void *cursor)
     for (int skipped = 0; r > 0; skipped++) {
         lu_word ip, sp;
         if (a->get(cursor, LU_REG_IP, &ip) < 0) break;
-        if (ip == (lu_word)(uintptr_t)ftr_tramp_return) {
+        if (ftr_hooked_word((uintptr_t)ip)) {
             if (a->get(cursor, LU_REG_SP, &sp) < 0 || sp < 8) break;
             /* the frame just left read its return address at its CFA - 8, which is this
              * frame's sp - 8: the hooked slot */

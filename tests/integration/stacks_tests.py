@@ -45,6 +45,8 @@ MODES = {
     "clonemany": ("bstacks", ["clonemany"]),
     "clonevfork": ("bstacks", ["clonevfork"]),
     "btalt": ("bstacks", ["btalt"]),
+    "altco": ("bstacks", ["altco"]),
+    "sigtrap": ("bstacks", ["sigtrap"]),
     "boost-callcc": ("bstacks_boost", ["callcc"]),
     "boost-fiber-migrate": ("bstacks_boost", ["fiber-migrate"]),
     "boost-unwind": ("bstacks_boost", ["unwind"]),

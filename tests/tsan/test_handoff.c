@@ -72,6 +72,15 @@ void ftr_tramp_return(void)
 {
     abort();
 } /* only its address is used */
+void ftr_tramp_sigret(void)
+{
+    abort();
+} /* only its address is used */
+__thread void *ftr_slow_area;
+void ftr_slow_nothing(void *arg)
+{
+    (void)arg;
+}
 void ftr_call_saving(void (*fn)(void *), void *arg)
 {
     fn(arg);

@@ -36,7 +36,19 @@
  *                 counts it prints "path P N" lines: the root process's call paths, exactly
  *                 (the child's calls are not the parent's, the parent's tree does not nest
  *                 deeper each round), and "maybe FUNC N" for the child's functions: counted N
- *                 times (in a process of their own) or not at all. */
+ *                 times (in a process of their own) or not at all.
+ *   altco         QEMU's sigaltstack coroutines (util/coroutine-sigaltstack.c, rewritten): 8
+ *                 coroutines, each made by raising SIGUSR2 with its stack as the alternate
+ *                 signal stack; the handler ac_tramp (traced) sigsetjmp()s and returns, and the
+ *                 creator siglongjmp()s back into its dead frame, from where it bootstraps the
+ *                 coroutine (ac_body -> ac_step -> ac_leaf, yielding through ac_switch inside
+ *                 ac_step). ac_tramp's locals are read after the jump: nothing may have
+ *                 written below its frame since it returned. 20 rounds, round robin.
+ *   sigtrap       handler returns under fire: main raises SIGUSR1 20 000 times (st_usr1 ->
+ *                 st_work, traced), while a thread sends it SIGTRAP 300 times, each time
+ *                 waiting until the program's SIGTRAP handler (st_trap, traced) has run. A
+ *                 SIGTRAP landing on a handler's return, on the tracer's own stack, must still
+ *                 reach the program's handler (a lost one hangs: the 30 s timeout). */
 #define _GNU_SOURCE
 #include <execinfo.h>
 #include <linux/futex.h>
@@ -51,6 +63,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 #include "behave.h"
@@ -695,6 +708,183 @@ NOTRACE static void run_clonevfork(void)
     printf("path main 1\npath main;vf_spawn %d\npath main;vf_parent %d\n", VF_ROUNDS, VF_ROUNDS);
 }
 
+/* ---- altco ---- */
+#define AC_N 8
+#define AC_ROUNDS 20
+#define AC_STACK (64 * 1024)
+struct ac_co {
+    sigjmp_buf env;
+    long id, sum;
+};
+static struct ac_co ac_cos[AC_N];
+static sigjmp_buf ac_caller, ac_creator, ac_reenter;
+static struct ac_co *volatile ac_handoff;
+static volatile sig_atomic_t ac_called;
+CNT(ac_tramp);
+CNT(ac_switch);
+CNT(ac_body);
+CNT(ac_step);
+CNT(ac_leaf);
+
+/* saves this place in from and goes to to; returns (1) when switched back */
+NOINLINE int ac_switch(sigjmp_buf from, sigjmp_buf to)
+{
+    HIT(ac_switch);
+    int r = sigsetjmp(from, 0);
+    if (!r) siglongjmp(to, 1);
+    return r;
+}
+NOINLINE long ac_leaf(long x)
+{
+    HIT(ac_leaf);
+    return x * 7 + 1;
+}
+NOINLINE long ac_step(struct ac_co *c, long r)
+{
+    HIT(ac_step);
+    long v = ac_leaf(c->id * 100 + r);
+    ac_switch(c->env, ac_caller); /* yields inside a traced call */
+    return v + ac_leaf(r);
+}
+NOINLINE void ac_body(struct ac_co *c)
+{
+    HIT(ac_body);
+    for (long r = 0; r < AC_ROUNDS; r++)
+        c->sum += ac_step(c, r);
+}
+/* The coroutine's first frame: back to the creator, then (first resume) its body; at its end,
+ * back to the scheduler for good (its stack is never resumed). */
+NOTRACE __attribute__((noreturn)) static void ac_bootstrap(struct ac_co *volatile c)
+{
+    if (!sigsetjmp(c->env, 0)) siglongjmp(ac_creator, 1);
+    ac_body(c);
+    siglongjmp(ac_caller, 2);
+}
+/* The SIGUSR2 handler, on the coroutine's stack: its place taken, it returns; the creator jumps
+ * back into it (as QEMU does), and self is read from its frame then. */
+NOINLINE void ac_tramp(int sig)
+{
+    HIT(ac_tramp);
+    struct ac_co *volatile self = ac_handoff;
+    (void)sig;
+    ac_called = 1;
+    if (!sigsetjmp(ac_reenter, 0)) return;
+    ac_bootstrap(self);
+}
+NOTRACE static void ac_create(struct ac_co *c, char *stack)
+{
+    sigset_t block, old, wait;
+    sigemptyset(&block);
+    sigaddset(&block, SIGUSR2);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    struct sigaction sa, osa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = ac_tramp;
+    sigfillset(&sa.sa_mask);
+    sa.sa_flags = SA_ONSTACK;
+    sigaction(SIGUSR2, &sa, &osa);
+    stack_t ss = {.ss_sp = stack, .ss_size = AC_STACK, .ss_flags = 0}, oss;
+    sigaltstack(&ss, &oss);
+    ac_handoff = c;
+    ac_called = 0;
+    pthread_kill(pthread_self(), SIGUSR2);
+    sigfillset(&wait);
+    sigdelset(&wait, SIGUSR2);
+    while (!ac_called)
+        sigsuspend(&wait);
+    ss.ss_flags = SS_DISABLE;
+    sigaltstack(&ss, NULL);
+    if (!(oss.ss_flags & SS_DISABLE)) sigaltstack(&oss, NULL);
+    sigaction(SIGUSR2, &osa, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!sigsetjmp(ac_creator, 0)) siglongjmp(ac_reenter, 1); /* into the handler's frame */
+}
+NOTRACE static void run_altco(void)
+{
+    int done[AC_N] = {0}, left = AC_N;
+    for (int i = 0; i < AC_N; i++) {
+        ac_cos[i].id = i;
+        char *st = mmap(NULL, AC_STACK, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        if (st == MAP_FAILED) {
+            perror("mmap");
+            exit(2);
+        }
+        ac_create(&ac_cos[i], st);
+    }
+    while (left)
+        for (int i = 0; i < AC_N; i++)
+            if (!done[i] && ac_switch(ac_caller, ac_cos[i].env) == 2) {
+                done[i] = 1;
+                left--;
+            }
+    long sum = 0;
+    for (int i = 0; i < AC_N; i++)
+        sum = sum * 31 + ac_cos[i].sum;
+    printf("altco: %ld\n", sum);
+    SHOW(ac_tramp);
+    SHOW(ac_switch);
+    SHOW(ac_body);
+    SHOW(ac_step);
+    SHOW(ac_leaf);
+}
+
+/* ---- sigtrap ---- */
+#define ST_RAISES 20000
+#define ST_TRAPS 300
+static atomic_int st_acks;
+static pthread_t st_main;
+CNT(st_usr1);
+CNT(st_work);
+CNT(st_trap);
+NOINLINE void st_work(int sig)
+{
+    HIT(st_work);
+    KEEP(sig);
+}
+NOINLINE void st_usr1(int sig)
+{
+    HIT(st_usr1);
+    st_work(sig);
+}
+NOINLINE void st_trap(int sig)
+{
+    HIT(st_trap);
+    (void)sig;
+    atomic_fetch_add(&st_acks, 1);
+}
+NOTRACE static void *st_sender(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < ST_TRAPS; i++) {
+        pthread_kill(st_main, SIGTRAP);
+        while (atomic_load(&st_acks) <= i) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+NOTRACE static void run_sigtrap(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = st_usr1;
+    sigaction(SIGUSR1, &sa, NULL);
+    sa.sa_handler = st_trap;
+    sigaction(SIGTRAP, &sa, NULL);
+    st_main = pthread_self();
+    pthread_t th;
+    pthread_create(&th, NULL, st_sender, NULL);
+    for (int i = 0; i < ST_RAISES; i++)
+        raise(SIGUSR1);
+    pthread_join(th, NULL);
+    printf("sigtrap: %d acks\n", atomic_load(&st_acks));
+    SHOW(st_usr1);
+    SHOW(st_work);
+    SHOW(st_trap);
+}
+
 int main(int argc, char **argv)
 {
     HIT(main);
@@ -716,9 +906,13 @@ int main(int argc, char **argv)
         run_clonemany();
     } else if (!strcmp(mode, "btalt")) {
         run_btalt();
+    } else if (!strcmp(mode, "altco")) {
+        run_altco();
+    } else if (!strcmp(mode, "sigtrap")) {
+        run_sigtrap();
     } else {
         fprintf(stderr, "usage: bstacks migrate|fctx N D|sjlj|many [N D "
-                        "R]|clonetls|clonemany|clonevfork|btalt\n");
+                        "R]|clonetls|clonemany|clonevfork|btalt|altco|sigtrap\n");
         return 2;
     }
     SHOW(main);
