@@ -13,6 +13,9 @@ variables come from the environment), each run under a 30 s timeout; every trace
 print the same stdout and stderr and exit the same way, and ftrace-report --summary must count
 each FUNC exactly N times, none open at the end, with nothing said on stderr.
 
+Modes in KNOWN_FAILING (a hostile program the tracer does not handle yet) run only when --only
+names them.
+
 usage: stacks_tests.py --bin BUILD_DIR [--flagset NAME ...] [--only MODE,...] [--runs N] [--keep]
 """
 import argparse
@@ -47,10 +50,14 @@ MODES = {
     "btalt": ("bstacks", ["btalt"]),
     "altco": ("bstacks", ["altco"]),
     "sigtrap": ("bstacks", ["sigtrap"]),
+    "greenpre": ("bstacks", ["greenpre"]),
     "boost-callcc": ("bstacks_boost", ["callcc"]),
     "boost-fiber-migrate": ("bstacks_boost", ["fiber-migrate"]),
     "boost-unwind": ("bstacks_boost", ["unwind"]),
 }
+# Modes that fail today, run only when --only names them (docs/design.md, "Left, from a hostile
+# review"): the hostile program is kept, seen failing, for the fix to come.
+KNOWN_FAILING = {"greenpre"}
 SOURCES = {"bstacks": ("bstacks.c", ""), "bstacks_boost": ("bstacks_boost.cpp", "-lboost_context")}
 
 
@@ -266,7 +273,7 @@ def main():
     for m in only:
         if m not in MODES:
             ap.error("no mode %s (modes: %s)" % (m, ", ".join(MODES)))
-    modes = [m for m in MODES if not only or m in only]
+    modes = [m for m in MODES if m in only or (not only and m not in KNOWN_FAILING)]
     bindir = os.path.abspath(a.bin)
     work = tempfile.mkdtemp(prefix="ftr-stacks-")
     print("# FTRACE_EXIT=%s, %d traced runs per mode" % (os.environ.get("FTRACE_EXIT", "through"),

@@ -48,7 +48,12 @@
  *                 st_work, traced), while a thread sends it SIGTRAP 300 times, each time
  *                 waiting until the program's SIGTRAP handler (st_trap, traced) has run. A
  *                 SIGTRAP landing on a handler's return, on the tracer's own stack, must still
- *                 reach the program's handler (a lost one hangs: the 30 s timeout). */
+ *                 reach the program's handler (a lost one hangs: the 30 s timeout).
+ *   greenpre      preemptive green threads: 4 threads on mmap'd stacks and main, switched by
+ *                 bs_switch (no wrapper sees it) inside the SIGALRM handler gp_tick (traced),
+ *                 every 50 us, wherever the signal lands (inside the tracer's hooks too). Each
+ *                 thread runs gp_work -> gp_mid -> gp_leaf x2, 1500 times, and at its end
+ *                 switches to main for good. */
 #define _GNU_SOURCE
 #include <execinfo.h>
 #include <linux/futex.h>
@@ -62,6 +67,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <ucontext.h>
@@ -885,6 +891,85 @@ NOTRACE static void run_sigtrap(void)
     SHOW(st_trap);
 }
 
+/* ---- greenpre ---- */
+#define GP_N 4
+#define GP_ITERS 1500
+static void *gp_sp[GP_N + 1]; /* GP_N: main */
+static volatile int gp_cur = GP_N, gp_left = GP_N, gp_finished[GP_N + 1];
+static long gp_sum[GP_N];
+CNT(gp_work);
+CNT(gp_mid);
+CNT(gp_leaf);
+NOINLINE long gp_leaf(long x)
+{
+    HIT(gp_leaf);
+    volatile long v = x;
+    for (int k = 0; k < 50; k++) /* room for the timer to land in the program's own code */
+        v = v * 3 + k;
+    return v;
+}
+NOINLINE long gp_mid(long x)
+{
+    HIT(gp_mid);
+    return gp_leaf(x) + gp_leaf(x + 1);
+}
+NOINLINE long gp_work(long id, long i)
+{
+    HIT(gp_work);
+    return gp_mid(id * 100000 + i) & 0xffff;
+}
+/* the scheduler: round robin over the threads not finished, main included */
+NOINLINE void gp_tick(int sig)
+{
+    (void)sig;
+    int from = gp_cur, to = from;
+    do
+        to = (to + 1) % (GP_N + 1);
+    while (gp_finished[to] && to != from);
+    if (to == from) return;
+    gp_cur = to;
+    bs_switch(&gp_sp[from], gp_sp[to]);
+}
+NOTRACE static void gp_thread(void *arg)
+{
+    long id = (long)arg;
+    sigset_t alrm;
+    sigemptyset(&alrm);
+    sigaddset(&alrm, SIGALRM);
+    sigprocmask(SIG_UNBLOCK, &alrm, NULL); /* it starts inside gp_tick */
+    for (long i = 0; i < GP_ITERS; i++)
+        gp_sum[id] += gp_work(id, i);
+    sigprocmask(SIG_BLOCK, &alrm, NULL);
+    gp_finished[id] = 1;
+    gp_left--;
+    gp_cur = GP_N;
+    bs_switch(&gp_sp[id], gp_sp[GP_N]); /* main, suspended in gp_tick: never back */
+    abort();
+}
+NOTRACE static void run_greenpre(void)
+{
+    for (long i = 0; i < GP_N; i++)
+        gp_sp[i] = bs_stack(256 * 1024, gp_thread, (void *)i);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = gp_tick;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {{0, 50}, {0, 50}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    while (gp_left)
+        pause();
+    memset(&it, 0, sizeof it);
+    setitimer(ITIMER_REAL, &it, NULL);
+    long sum = 0;
+    for (int i = 0; i < GP_N; i++)
+        sum = sum * 31 + gp_sum[i];
+    printf("greenpre: %ld\n", sum);
+    SHOW(gp_work);
+    SHOW(gp_mid);
+    SHOW(gp_leaf);
+}
+
 int main(int argc, char **argv)
 {
     HIT(main);
@@ -910,9 +995,11 @@ int main(int argc, char **argv)
         run_altco();
     } else if (!strcmp(mode, "sigtrap")) {
         run_sigtrap();
+    } else if (!strcmp(mode, "greenpre")) {
+        run_greenpre();
     } else {
         fprintf(stderr, "usage: bstacks migrate|fctx N D|sjlj|many [N D "
-                        "R]|clonetls|clonemany|clonevfork|btalt|altco|sigtrap\n");
+                        "R]|clonetls|clonemany|clonevfork|btalt|altco|sigtrap|greenpre\n");
         return 2;
     }
     SHOW(main);
