@@ -53,7 +53,12 @@
  *                 bs_switch (no wrapper sees it) inside the SIGALRM handler gp_tick (traced),
  *                 every 50 us, wherever the signal lands (inside the tracer's hooks too). Each
  *                 thread runs gp_work -> gp_mid -> gp_leaf x2, 1500 times, and at its end
- *                 switches to main for good. */
+ *                 switches to main for good.
+ *   copystk       copied stacks (libco's shared stacks): 3 coroutines run, one at a time, on
+ *                 one shared stack; main copies a coroutine's used part out to a buffer of its
+ *                 own when it yields and back in before resuming it, so that frames of
+ *                 different coroutines (cs_body -> cs_step -> cs_yield, suspended in cs_yield)
+ *                 lie at the same addresses. 30 rounds, round robin. */
 #define _GNU_SOURCE
 #include <execinfo.h>
 #include <linux/futex.h>
@@ -970,6 +975,78 @@ NOTRACE static void run_greenpre(void)
     SHOW(gp_leaf);
 }
 
+/* ---- copystk ---- */
+#define CS_N 3
+#define CS_ROUNDS 30
+#define CS_STACK (64 * 1024)
+static char *cs_shared; /* the shared stack: [cs_shared, cs_shared + CS_STACK) */
+static void *cs_sp[CS_N], *cs_main_sp;
+static char *cs_saved[CS_N];
+static size_t cs_saved_n[CS_N];
+static int cs_cur;
+static long cs_sum[CS_N];
+CNT(cs_body);
+CNT(cs_step);
+CNT(cs_yield);
+CNT(cs_leaf);
+NOINLINE long cs_leaf(long x)
+{
+    HIT(cs_leaf);
+    return x * 5 + 3;
+}
+NOINLINE void cs_yield(void)
+{
+    HIT(cs_yield);
+    bs_switch(&cs_sp[cs_cur], cs_main_sp);
+}
+NOINLINE long cs_step(long id, long r)
+{
+    HIT(cs_step);
+    long v = cs_leaf(id * 1000 + r); /* different values in each coroutine's frame */
+    cs_yield();
+    return v + cs_leaf(r);
+}
+NOINLINE void cs_body(long id)
+{
+    HIT(cs_body);
+    for (long r = 0; r < CS_ROUNDS; r++)
+        cs_sum[id] += cs_step(id, r);
+}
+NOTRACE static void cs_entry(void *arg)
+{
+    cs_body((long)arg);
+    bs_switch(&cs_sp[(long)arg], cs_main_sp); /* done: never resumed */
+}
+NOTRACE static void run_copystk(void)
+{
+    cs_shared = mmap(NULL, CS_STACK, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    char *top = cs_shared + CS_STACK;
+    for (long i = 0; i < CS_N; i++) { /* each starts as bs_stack() would start it */
+        void *init[8] = {0, 0, (void *)cs_entry, (void *)i, 0, 0, (void *)bs_trampoline, 0};
+        cs_saved_n[i] = sizeof init;
+        cs_saved[i] = malloc(CS_STACK);
+        memcpy(cs_saved[i], init, sizeof init);
+        cs_sp[i] = top - sizeof init;
+    }
+    for (int r = 0; r <= CS_ROUNDS; r++)
+        for (int i = 0; i < CS_N; i++) {
+            cs_cur = i;
+            memcpy(cs_sp[i], cs_saved[i], cs_saved_n[i]); /* in */
+            bs_switch(&cs_main_sp, cs_sp[i]);
+            cs_saved_n[i] = (size_t)(top - (char *)cs_sp[i]); /* out */
+            memcpy(cs_saved[i], cs_sp[i], cs_saved_n[i]);
+        }
+    long sum = 0;
+    for (int i = 0; i < CS_N; i++)
+        sum = sum * 31 + cs_sum[i];
+    printf("copystk: %ld\n", sum);
+    SHOW(cs_body);
+    SHOW(cs_step);
+    SHOW(cs_yield);
+    SHOW(cs_leaf);
+}
+
 int main(int argc, char **argv)
 {
     HIT(main);
@@ -997,9 +1074,11 @@ int main(int argc, char **argv)
         run_sigtrap();
     } else if (!strcmp(mode, "greenpre")) {
         run_greenpre();
+    } else if (!strcmp(mode, "copystk")) {
+        run_copystk();
     } else {
         fprintf(stderr, "usage: bstacks migrate|fctx N D|sjlj|many [N D "
-                        "R]|clonetls|clonemany|clonevfork|btalt|altco|sigtrap|greenpre\n");
+                        "R]|clonetls|clonemany|clonevfork|btalt|altco|sigtrap|greenpre|copystk\n");
         return 2;
     }
     SHOW(main);
