@@ -100,9 +100,12 @@ void ftr_record_special(unsigned subtype, uint32_t arg)
 }
 
 /* Closes entry e as unwound and empties it, under the marks a jump that abandons this (from a
- * signal handler) reads: its UNWIND is written or not, never twice. */
-static inline void close_one(struct ftr_tls *t, struct ftr_shadow *e, uint64_t tsc)
+ * signal handler) reads: its UNWIND is written or not, never twice. gone: the frame is known to
+ * be gone (a jump or a catch left it), and its hook's book entry counts it returned; a frame a
+ * hook only finds below the stack pointer may live on in a copy (copied stacks: retaddr.h). */
+static inline void close_one(struct ftr_tls *t, struct ftr_shadow *e, uint64_t tsc, int gone)
 {
+    if (gone) ftr_ret_gone(e);
     struct ftr_shadow *outer = t->exiting;
     t->inflight = NULL; /* first: see exit_hook */
     SIGNAL_FENCE();
@@ -199,14 +202,14 @@ static int rewind_decide(struct ftr_tls *t, const struct ftr_shadow *e)
  * sp (or at it, when inclusive): frames unwound without returning (longjmp, exception,
  * cancellation). Stops at the first entry of another stack. @return the new top. */
 static struct ftr_shadow *close_dead(struct ftr_tls *t, struct ftr_shadow *top, uintptr_t sp,
-                                     int inclusive, uint64_t tsc)
+                                     int inclusive, uint64_t tsc, int gone)
 {
     uint32_t cls = ftr_stack_class(t, sp);
     if (cls == FTR_STACK_UNKNOWN) return top;
     while (top > t->shadow_base && same_stack(t, top[-1].slot, cls) &&
            (top[-1].slot < sp || (inclusive && top[-1].slot == sp))) {
         top--;
-        close_one(t, top, tsc);
+        close_one(t, top, tsc, gone);
     }
     return top;
 }
@@ -221,6 +224,13 @@ enum { ENTRY_NONE, ENTRY_HOOKED, ENTRY_THROUGH };
  * to 63/64 of it full with the smallest frames, 16 bytes) fits traced. Not on another stack (a
  * sigaltstack's or a coroutine's size is the program's own choice), also one the program made
  * inside the thread's own (an array in main's frame), unless the thread's bounds are unknown. */
+/* Is s on a stack other than this thread's own (its bounds known)? For ftr_ret_put(). */
+static __attribute__((noinline, cold)) int not_own_stack(uintptr_t s)
+{
+    const struct ftr_tls *t = &ftr_tls;
+    return t->stack_lo && (s < t->stack_lo || s >= t->stack_hi);
+}
+
 static inline int room_for_through(const struct ftr_tls *t, uintptr_t s)
 {
     if (!t->stack_lo) return 1;
@@ -279,7 +289,7 @@ static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot,
         /* Same slot, already hooked: a tail call (f jumped to g, g returns for both); both
          * entries stay and are closed together. Otherwise the frames there are dead. */
         int tail_call = top[-1].slot == s && ftr_hooked_word(ret);
-        top = t->top = close_dead(t, top, s, !tail_call, tsc);
+        top = t->top = close_dead(t, top, s, !tail_call, tsc, 0);
     }
 
     /* Should this call be seen? The graph knobs decide; a call that is not seen and needs no
@@ -317,8 +327,8 @@ static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot,
      * gets no book entry. */
     struct ftr_retaddr *book = NULL;
     if (!through && likely(!ftr_hooked_word(ret)) &&
-        unlikely(!(book = ftr_ret_put(s, ret, top->book)))) {
-        t->overruns++; /* no room in the book: the call runs unhooked */
+        unlikely(!(book = ftr_ret_put(s, ret, top->book, not_own_stack)))) {
+        t->overruns++; /* no room in the book, or a suspended frame's slot: runs unhooked */
         return ENTRY_NONE;
     }
     /* Reserved first, marked as being built after: a signal handler whose jump abandons this
@@ -526,13 +536,16 @@ exit_slow(struct ftr_tls *t, uintptr_t slot, uintptr_t ret, uint64_t tsc, const 
     return ret;
 }
 
-/* Where the frame of slot returns: the book's address when the slot holds our trampoline (a
- * hooked return, or a hooked function that tail-called a called-through one; hint: the book
- * entry a shadow entry kept, or NULL), else the slot's. 0: none. */
-static inline uintptr_t real_return(uintptr_t slot, struct ftr_retaddr *hint)
+/* Where the frame of slot, returning now, goes: the book's address when the slot holds our
+ * trampoline (a hooked return, or a hooked function that tail-called a called-through one;
+ * hint: the book entry a shadow entry kept, or NULL), and the entry counts one hook fewer not
+ * yet returned; else the slot's. 0: none. */
+static inline uintptr_t take_return(uintptr_t slot, struct ftr_retaddr *hint)
 {
     uintptr_t ret = *(volatile uintptr_t *)slot;
-    return ftr_hooked_word(ret) ? ftr_ret_get_hinted(slot, hint) : ret;
+    if (!ftr_hooked_word(ret)) return ret;
+    struct ftr_retaddr *e = ftr_ret_lookup(slot, hint);
+    return e ? ftr_ret_returned(e) : 0;
 }
 
 static HOT_INLINE uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp, const uintptr_t *rv)
@@ -545,14 +558,16 @@ static HOT_INLINE uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp, const uin
      * lookup). The group is this frame's when its address agrees (else it is a frame that was
      * here before: the slow path). */
     struct ftr_shadow *top = t->top, *lo = NULL;
-    uintptr_t ret = 0;
+    uintptr_t ret;
     if (likely(top > t->shadow_base && top[-1].slot == slot)) {
         lo = group_bottom(t, top - 1, slot);
-        ret = real_return(slot, lo->book);
+        ret = take_return(slot, lo->book);
         if (unlikely(lo->ret != ret)) lo = NULL;
+    } else {
+        ret = take_return(slot, NULL);
     }
     if (unlikely(!lo)) {
-        if (!(ret = real_return(slot, NULL))) lost_return();
+        if (!ret) lost_return();
         return exit_slow(t, slot, ret, tsc, rv);
     }
     /* The real address goes back into the slot (now part of the return trampoline's frame)
@@ -586,7 +601,7 @@ static HOT_INLINE uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp, const uin
  * (its entries no longer tell its frames). */
 static __attribute__((noinline, cold)) uintptr_t switching_exit(struct ftr_tls *t, uintptr_t sp)
 {
-    uintptr_t slot = sp - sizeof(uintptr_t), ret = real_return(slot, NULL);
+    uintptr_t slot = sp - sizeof(uintptr_t), ret = take_return(slot, NULL);
     if (!ret) lost_return();
     *(volatile uintptr_t *)slot = ret;
     SIGNAL_FENCE();
@@ -717,9 +732,9 @@ void ftr_close_frames_below(uintptr_t sp, int inclusive)
         while (off_stack && top > t->shadow_base && top[-1].slot &&
                ftr_stack_class(t, top[-1].slot) == cls) {
             top--;
-            close_one(t, top, tsc);
+            close_one(t, top, tsc, 1);
         }
-        top = close_dead(t, top, sp, inclusive, tsc);
+        top = close_dead(t, top, sp, inclusive, tsc, 1);
         if (top == was) break;
     }
     t->top = top;

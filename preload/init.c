@@ -230,13 +230,19 @@ static void print_summary(void)
     unsigned long long over = (unsigned long long)ftr_overrun_calls();
     unsigned long long book = (unsigned long long)atomic_load(&ftr_ret_full);
     unsigned long long sw = (unsigned long long)atomic_load(&ftr_switch_missed);
+    unsigned long long held = (unsigned long long)atomic_load(&ftr_ret_held);
     if (book > over) book = over;
     if (sw > over - book) sw = over - book;
+    if (held > over - book - sw) held = over - book - sw;
     int n = 0;
-    if (over > book + sw)
+    if (over > book + sw + held)
         n = snprintf(deep, sizeof deep,
                      ", %llu call%s not traced (the shadow stack was full: FTRACE_SHADOW_DEPTH)",
-                     over - book - sw, over - book - sw == 1 ? "" : "s");
+                     over - book - sw - held, over - book - sw - held == 1 ? "" : "s");
+    if (held && n >= 0 && (size_t)n < sizeof deep)
+        n += snprintf(deep + n, sizeof deep - (size_t)n,
+                      ", %llu call%s not traced (a suspended frame's copy holds its slot)", held,
+                      held == 1 ? "" : "s");
     if (book && n >= 0 && (size_t)n < sizeof deep)
         n += snprintf(deep + n, sizeof deep - (size_t)n,
                       ", %llu call%s not traced (no room left for return addresses)", book,

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include "park.h"
+#include "retaddr.h"
 #include "stacks.h"
 
 #define PER_BLOCK 7u
@@ -137,5 +138,11 @@ uint32_t ftr_unpark(uint32_t cls, struct ftr_shadow *out, uint32_t room)
 void ftr_park_drop(uint32_t cls)
 {
     _Atomic uint32_t *at = park_of(cls);
-    if (at && atomic_load_explicit(at, memory_order_relaxed)) blocks_free(atomic_exchange(at, 0));
+    struct block *p = atomic_load_explicit(&pool, memory_order_acquire);
+    if (!at || !p || !atomic_load_explicit(at, memory_order_relaxed)) return;
+    uint32_t head = atomic_exchange(at, 0);
+    for (uint32_t b = head; b; b = next_of(p, b)) /* their frames are gone with the coroutine */
+        for (uint32_t i = 0; i < p[b - 1].n; i++)
+            ftr_ret_gone(&p[b - 1].e[i]);
+    blocks_free(head);
 }

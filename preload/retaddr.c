@@ -8,6 +8,7 @@
 
 struct ftr_retaddr *ftr_ret_book;
 _Atomic uint64_t ftr_ret_full;
+_Atomic uint64_t ftr_ret_held;
 
 void ftr_retaddr_init(void)
 {

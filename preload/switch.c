@@ -298,6 +298,7 @@ void ftr_context_made(uintptr_t lo, uintptr_t hi)
     struct ftr_shadow *w = t->shadow_base;
     for (struct ftr_shadow *e = t->shadow_base; e < t->top; e++) {
         if (e->slot && e->slot - lo < hi - lo) {
+            ftr_ret_gone(e);
             retire(t, e, FTR_EV_UNWIND, tsc);
             continue;
         }

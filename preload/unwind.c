@@ -68,35 +68,44 @@ static uintptr_t demangle(long v)
 }
 
 /* Closes the frames a jump to env will skip, if its target stack pointer makes sense: above
- * the current one (a jump can only go up the stack it is on). */
-static void close_for_jump(const long *jb)
+ * the current one (a jump can only go up the stack it is on). own: the wrapper's return
+ * address slot, which a library call's hook may hold: the call never returns, whatever stack
+ * the jump goes to (a coroutine switched with longjmp), and its book entry counts it returned,
+ * or the slot would refuse every later hook on a stack not the thread's own (retaddr.h). */
+static void close_for_jump(const long *jb, uintptr_t own)
 {
+    if (ftr_hooked_word(*(volatile uintptr_t *)own)) {
+        struct ftr_retaddr *e = ftr_ret_lookup(own, NULL);
+        if (e) ftr_ret_returned(e);
+    }
     uintptr_t target = demangle(jb[6]), here = (uintptr_t)__builtin_frame_address(0);
     if (target > here) ftr_close_frames_below(target, 0);
 }
+/* a wrapper's own return address slot (unwind.c keeps frame pointers) */
+#define OWN_SLOT() ((uintptr_t)__builtin_frame_address(0) + sizeof(uintptr_t))
 
 typedef void (*longjmp_fn)(void *, int) __attribute__((noreturn));
 static longjmp_fn real_longjmp, real__longjmp, real_siglongjmp, real_longjmp_chk;
 
 EXPORT __attribute__((noreturn)) void longjmp(jmp_buf env, int val)
 {
-    close_for_jump((const long *)env);
+    close_for_jump((const long *)env, OWN_SLOT());
     NEXT(real_longjmp, "longjmp")(env, val);
 }
 EXPORT __attribute__((noreturn)) void _longjmp(jmp_buf env, int val)
 {
-    close_for_jump((const long *)env);
+    close_for_jump((const long *)env, OWN_SLOT());
     NEXT(real__longjmp, "_longjmp")(env, val);
 }
 EXPORT __attribute__((noreturn)) void siglongjmp(sigjmp_buf env, int val)
 {
-    close_for_jump((const long *)env);
+    close_for_jump((const long *)env, OWN_SLOT());
     NEXT(real_siglongjmp, "siglongjmp")(env, val);
 }
 /* _FORTIFY_SOURCE turns longjmp into __longjmp_chk */
 EXPORT __attribute__((noreturn)) void __longjmp_chk(sigjmp_buf env, int val)
 {
-    close_for_jump((const long *)env);
+    close_for_jump((const long *)env, OWN_SLOT());
     NEXT(real_longjmp_chk, "__longjmp_chk")(env, val);
 }
 

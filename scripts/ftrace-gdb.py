@@ -52,7 +52,7 @@ def _book_lookup(slot):
         except gdb.MemoryError:
             return 0
         if key == slot:
-            return ret
+            return ret & ((1 << 48) - 1)  # bits 48-63: the count of hooks not returned
         if key == 0:
             return 0
         i = (i + 1) & (_RET_N - 1)
@@ -65,22 +65,23 @@ class _FrameId:
 
 
 class FtraceUnwinder(Unwinder):
-    """The caller of a frame whose hooked return address is ftr_tramp_return."""
+    """The caller of a frame whose hooked return address is ftr_tramp_return (or _sigret)."""
 
     def __init__(self):
         super().__init__("ftrace-run")
 
     def __call__(self, pending):
-        ret_tramp = _addr("ftr_tramp_return")
-        if ret_tramp is None:
+        # a signal handler's hooked return is ftr_tramp_sigret (tramp_x86_64.S)
+        tramps = [a for a in (_addr("ftr_tramp_return"), _addr("ftr_tramp_sigret")) if a]
+        if not tramps:
             return None
         pc_v, sp_v = pending.read_register("rip"), pending.read_register("rsp")
         pc, sp = int(pc_v), int(sp_v)
-        if pc != ret_tramp:
+        if pc not in tramps:
             return None
         slot = sp - 8
         ret = _book_lookup(slot)
-        if not ret or ret == ret_tramp:
+        if not ret or ret in tramps:
             return None
         info = pending.create_unwind_info(_FrameId(sp_v, pc_v))
         info.add_saved_register("rip", gdb.Value(ret).cast(pc_v.type))
