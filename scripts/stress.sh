@@ -2,7 +2,8 @@
 # Stress, not soak (DEVELOPERS.md): every nondeterministic case RUNS times (default 200) beside
 # a loaded machine, two drivers at a time, then the whole suite SUITES times (default 3) in a
 # row under load (scripts/soak.sh). Prints the counts; stops with a non-zero status at the first
-# failing driver, keeping its log. Under 30 minutes on 2 CPUs with the defaults.
+# failing driver, keeping its log. Meant to take under 30 minutes on 2 CPUs; it does not yet:
+# under load, 200 runs of `many` or `clonetls` take ~7 minutes per flag set, and one suite ~20.
 #   usage: scripts/stress.sh            env: RUNS=N SUITES=N BUILD_DIR=DIR, STRESS=0 (no stress-ng)
 #   the nondeterministic cases: the stack-switching programs (stacks_tests.py: coroutines that
 #   migrate between threads, clone() threads, forced unwinding) in both exit modes, and the
