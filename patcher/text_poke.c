@@ -91,10 +91,12 @@ __attribute__((no_sanitize("address", "undefined"))) int ftr_bp_trap(const void 
     greg_t *g = uc->uc_mcontext.gregs;
     int ours = 0;
     atomic_fetch_add(&inflight, 1);
-    /* The byte, then the tables, then the sequence again: a table is published before its
-     * int3s are written and retired after they are gone, each time bumping table_seq. So an
-     * int3 read between two equal sequence numbers with no table holding it is not ours; with
-     * different ones, a batch began or ended meanwhile: look again. */
+    /* The byte, then the tables, then the sequence again. A table is published (then
+     * table_seq bumped) before its int3s are written; once they are gone, table_seq is bumped,
+     * then the table retired. So an int3 read between two equal sequence numbers with no
+     * table holding it is not ours; with different ones, a batch began or ended meanwhile:
+     * look again. (Retiring first and bumping after would let a handler read our int3, then
+     * no table, then the old number: a thread killed by its own SIGTRAP.) */
     for (int tries = 0; tries < 64; tries++) {
         unsigned seq = atomic_load(&table_seq);
         uint8_t b = code[0];
@@ -455,8 +457,10 @@ static uint64_t now_ns(void)
  * (its memory may go), 0 when one is still inside after a while (then it is kept). */
 static int retire(void)
 {
-    atomic_store(&current, NULL);
+    /* the sequence first: a handler that finds no table must also find the sequence moved
+     * (it read the int3 before the first bytes came back, and the table gone after) */
     atomic_fetch_add(&table_seq, 1);
+    atomic_store(&current, NULL);
     uint64_t until = 0;
     while (atomic_load(&inflight) != 0) {
         uint64_t now = now_ns();
