@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <ucontext.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -616,7 +617,11 @@ static void flush_for_fatal(int sig)
 /* SIGTRAP is always ours (sigguard.c keeps it so): first a thread that met a site during a
  * breakpoint batch, sent on; otherwise the program's own handler, or its default action (the
  * trace is flushed first, as for the other fatal signals). */
-static __thread int prog_trap_depth, prog_trap_pending; /* the program's SIGTRAP handler */
+/* the program's SIGTRAP handler: running, and one held meanwhile. Read and written by nested
+ * handlers of this thread, so volatile: the compiler must keep each access where it is (it
+ * once read prog_trap_pending before clearing prog_trap_depth, and a SIGTRAP landing between
+ * the two was held for good). */
+static __thread volatile sig_atomic_t prog_trap_depth, prog_trap_pending;
 static __thread siginfo_t prog_trap_info;
 
 static void on_sigtrap(int sig, siginfo_t *si, void *uc)
@@ -647,6 +652,7 @@ static void on_sigtrap(int sig, siginfo_t *si, void *uc)
      * at the unblocking sigreturn). */
     if (prog_trap_depth && si && si->si_code <= 0 && !(pa.sa_flags & SA_NODEFER)) {
         prog_trap_info = *si;
+        atomic_signal_fence(memory_order_seq_cst); /* the siginfo before the flag */
         prog_trap_pending = 1;
         errno = saved;
         return;
@@ -655,9 +661,10 @@ static void on_sigtrap(int sig, siginfo_t *si, void *uc)
         errno = saved;
         prog_trap_depth = 1;
         ftr_sigguard_chain(sig, si, uc);
-        prog_trap_depth = 0;
+        prog_trap_depth = 0; /* from here on a SIGTRAP is delivered, not held */
         if (!prog_trap_pending) break;
         prog_trap_pending = 0;
+        atomic_signal_fence(memory_order_seq_cst); /* the flag before the siginfo */
         held = prog_trap_info;
         si = &held;
     }

@@ -48,7 +48,9 @@
  *                 st_work, traced), while a thread sends it SIGTRAP 300 times, each time
  *                 waiting until the program's SIGTRAP handler (st_trap, traced) has run. A
  *                 SIGTRAP landing on a handler's return, on the tracer's own stack, must still
- *                 reach the program's handler (a lost one hangs: the 30 s timeout).
+ *                 reach the program's handler (a lost one hangs: the 30 s timeout). Every
+ *                 other time the sender spins instead of sleeping, and sends the next one
+ *                 while st_trap is still returning: it must be held, then delivered.
  *   greenpre      preemptive green threads: 4 threads on mmap'd stacks and main, switched by
  *                 bs_switch (no wrapper sees it) inside the SIGALRM handler gp_tick (traced),
  *                 every 50 us, wherever the signal lands (inside the tracer's hooks too). Each
@@ -873,7 +875,10 @@ NOTRACE static void *st_sender(void *arg)
         pthread_kill(st_main, SIGTRAP);
         while (atomic_load(&st_acks) <= i) {
             struct timespec ts = {0, 20000};
-            nanosleep(&ts, NULL);
+            if (i & 1)
+                sched_yield();
+            else
+                nanosleep(&ts, NULL);
         }
     }
     return NULL;
