@@ -259,11 +259,6 @@ void frp_chrome_event(struct frp_chrome *c, const struct frp_item *it)
             n = snprintf(tmp, sizeof tmp, "%llu calls not traced (call stack too deep)",
                          (unsigned long long)ev->arg);
             break;
-        case FRP_SP_DEEP:
-            c->stats.deep += ev->arg;
-            n = snprintf(tmp, sizeof tmp, "%llu calls nested deeper than %u levels not shown",
-                         (unsigned long long)ev->arg, FRP_DEPTH_MAX);
-            break;
         case FTR_SP_TRACE_ON:
             n = snprintf(tmp, sizeof tmp, "tracing on");
             break;

@@ -1,13 +1,6 @@
 /*
- * drive.c - the pipeline that feeds a view (drive.h): merge -> depth cap -> shaper -> sink,
- * with progress. It knows no view: render.c picks the sink (sink.h) and drives it.
- *
- * The depth cap bounds what every view keeps, whatever the trace (a few KiB of trace may nest
- * millions of calls): a thread's calls nested deeper than FRP_DEPTH_MAX (tables.h) are counted,
- * not passed on; once a call is cut, everything inside it is. The count goes on as one SPECIAL
- * event FRP_SP_DEEP (arg: the calls cut) before the thread's next event passed on once it is
- * back at that depth, or as its last event when it ends deeper. The cut calls' time stays in
- * their callers' durations. Per thread it keeps three counters; the fast path only the depth.
+ * drive.c - the pipeline that feeds a view (drive.h): merge -> shaper -> sink, with progress.
+ * It knows no view: render.c picks the sink (sink.h) and drives it.
  *
  * The shaper hides what the options ask to hide while keeping every thread's call tree
  * consistent, and passes the rest on in the merge's (time) order. Per thread it keeps
@@ -44,79 +37,6 @@
 #endif
 
 #define GMAX (1u << 19) /* events waiting in all queues, at most */
-
-/* ---- the depth cap ---- */
-struct dthr {
-    uint32_t depth; /* calls open and passed on */
-    uint64_t over;  /* calls open and cut */
-    uint64_t cut;   /* calls cut, not yet told */
-};
-
-enum { DEEP_NOTE = 1, DEEP_PASS = 2 };
-
-/* The special that tells t's calls cut so far, before it (pass) or as the thread's end. */
-static void deep_tell(struct dthr *t, const struct frp_item *it, struct frp_item *note, int pass)
-{
-    *note = (struct frp_item){.ev = {it->ev.tsc, FRP_SP_DEEP, FTR_EV_SPECIAL, t->cut},
-                              .next = pass ? &it->ev : NULL,
-                              .thread = it->thread,
-                              .name = {"", 0}};
-    t->cut = 0;
-}
-
-static int deep_slow(struct dthr *t, const struct frp_item *it, struct frp_item *note)
-{
-    int kind = it->ev.kind, pass = 1;
-    if (kind == FTR_EV_ENTRY) {
-        if (t->over || t->depth >= FRP_DEPTH_MAX) {
-            t->over++;
-            t->cut++;
-            pass = 0;
-        } else {
-            t->depth++;
-        }
-    } else if (kind == FTR_EV_EXIT || kind == FTR_EV_UNWIND) {
-        if (t->over) {
-            t->over--;
-            pass = 0;
-        } else {
-            t->depth -= t->depth != 0;
-        }
-    } /* anything else passes on, even inside cut calls (lost events, marks, ...) */
-    int r = pass ? DEEP_PASS : 0;
-    if (t->cut && ((pass && !t->over) || !it->next)) { /* back at the cap, or the end */
-        deep_tell(t, it, note, pass);
-        r |= DEEP_NOTE;
-    }
-    if (!it->next) *t = (struct dthr){0};
-    return r;
-}
-
-/* Takes the merge's next item (ts: by thread idx, n of them). @return DEEP_NOTE when *note (a
- * FRP_SP_DEEP special, its next pointing into it) must be passed on first, ORed with DEEP_PASS
- * when it must be passed on; 0: it is cut. */
-static inline int deep_step(struct dthr *ts, uint32_t n, const struct frp_item *it,
-                            struct frp_item *note)
-{
-    uint32_t i = it->thread->idx;
-    if (__builtin_expect(i >= n, 0)) return DEEP_PASS;
-    struct dthr *t = &ts[i];
-    if (__builtin_expect(t->over != 0 || t->cut != 0 || !it->next, 0))
-        return deep_slow(t, it, note);
-    switch (it->ev.kind) {
-    case FTR_EV_ENTRY:
-        if (__builtin_expect(t->depth >= FRP_DEPTH_MAX, 0)) return deep_slow(t, it, note);
-        t->depth++;
-        break;
-    case FTR_EV_EXIT:
-    case FTR_EV_UNWIND:
-        t->depth -= t->depth != 0; /* none open: the view counts it */
-        break;
-    }
-    return DEEP_PASS;
-}
-
-/* ---- the shaper ---- */
 
 /* The successor given to an event forced out before its successor was known: a special
  * event no view takes for an exit. */
@@ -562,21 +482,13 @@ static void report_progress(struct progress *pg, const struct frp_merge *m)
     pg->o->progress(pg->o->progress_arg, pg->done_before + done, pg->total);
 }
 
-static inline void feed(struct shaper *sh, const struct frp_sink *s, const struct frp_item *it)
-{
-    if (sh)
-        shape_event(sh, it);
-    else
-        s->event(s->ctx, it);
-}
-
-static int run_merge(struct frp_report *r, struct frp_process *p, struct dthr *dts,
-                     struct shaper *sh, const struct frp_sink *s, struct progress *pg)
+static int run_merge(struct frp_report *r, struct frp_process *p, struct shaper *sh,
+                     const struct frp_sink *s, struct progress *pg)
 {
     struct frp_merge *m;
     int rc = frp_merge_open(r, p, &m);
     if (rc) return rc;
-    struct frp_item it, note;
+    struct frp_item it;
     int n;
     uint32_t count = 0;
     for (;;) {
@@ -586,9 +498,10 @@ static int run_merge(struct frp_report *r, struct frp_process *p, struct dthr *d
             it.vals = it.next_vals = NULL;
             it.vals_len = it.next_vals_len = 0;
         }
-        int k = deep_step(dts, r->nthreads, &it, &note);
-        if (__builtin_expect(k & DEEP_NOTE, 0)) feed(sh, s, &note);
-        if (__builtin_expect(k & DEEP_PASS, 1)) feed(sh, s, &it);
+        if (sh)
+            shape_event(sh, &it);
+        else
+            s->event(s->ctx, &it);
         if (__builtin_expect((++count & 0xffff) == 0, 0)) {
             if (pg->o->progress) report_progress(pg, m);
             if (s->failed && s->failed(s->ctx)) {
@@ -619,11 +532,6 @@ int frp_drive(struct frp_report *r, const struct frp_opts *o, const struct frp_s
             return FTR_E_NOMEM;
         }
     }
-    struct dthr *dts = calloc((size_t)r->nthreads + 1, sizeof *dts);
-    if (!dts) {
-        if (sh) shaper_free(sh);
-        return FTR_E_NOMEM;
-    }
     struct progress pg = {o, 0, 0};
     for (uint32_t i = 0; i < r->nthreads; i++)
         if (r->threads[i]->selected) pg.total += r->threads[i]->nchunks;
@@ -633,13 +541,12 @@ int frp_drive(struct frp_report *r, const struct frp_opts *o, const struct frp_s
             struct frp_process *p = r->order[i];
             if (!p->selected) continue;
             s->section(s->ctx, p);
-            rc = run_merge(r, p, dts, sh, s, &pg);
+            rc = run_merge(r, p, sh, s, &pg);
         }
     } else {
-        rc = run_merge(r, NULL, dts, sh, s, &pg);
+        rc = run_merge(r, NULL, sh, s, &pg);
     }
     if (o->progress && rc == FTR_OK) o->progress(o->progress_arg, pg.total, pg.total);
     if (sh) shaper_free(sh);
-    free(dts);
     return rc;
 }

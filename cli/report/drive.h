@@ -1,6 +1,6 @@
 /*
- * drive.h - the pipeline (drive.c): merge -> depth cap -> shaper (filter, depth,
- * time range, threshold) -> sink. It knows no view: render.h picks the sink.
+ * drive.h - the pipeline (drive.c): merge -> shaper (filter, depth, time range, threshold)
+ * -> sink. It knows no view: render.h picks the sink.
  */
 #ifndef FTR_REPORT_DRIVE_H
 #define FTR_REPORT_DRIVE_H
@@ -16,8 +16,7 @@ extern "C" {
 
 struct ftr_filter;
 
-/*! frp_drive() : feeds the selected events to s, calls nested deeper than FRP_DEPTH_MAX cut
- *  (told by FRP_SP_DEEP specials, tables.h), through the shaper when o asks for filtering
+/*! frp_drive() : feeds the selected events to s, through the shaper when o asks for filtering
  *  (filter, max_depth, threshold, time range). The shaper keeps every thread's tree consistent:
  *  a hidden call's exit is hidden too, its visible callees take its place, and the thread's
  *  next visible event is always known before an event is passed on (it->next); items still

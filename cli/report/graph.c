@@ -8,9 +8,6 @@
  *
  * Each thread keeps its own call stack; lines of different threads interleave in time order.
  * An entry immediately followed by its own exit in its thread is printed as one leaf line.
- * The indentation stops growing at FRP_GRAPH_INDENT_MAX levels: a deeper line starts there
- * with "[depth N] " (N counted as --max-depth does: 1 for a thread's outermost calls), so that
- * the output grows with the calls, not with the square of their depth.
  *
  * Options: a wall-clock time column (--abstime), leaves as "f() {" + "}" (--no-leaf-compact),
  * colours on the duration column by marker, the source line of each function (--srcline).
@@ -224,20 +221,8 @@ static void color_duration(struct frp_out *o, uint64_t ns)
     frp_out_write(o, tmp + n - 3, 3);
 }
 
-_Static_assert(2 + 2 * FRP_GRAPH_INDENT_MAX <= 256, "the indentation fits in spaces[]");
-
-/* "[depth N] " after the indentation of a line FRP_GRAPH_INDENT_MAX levels deep or more */
-static void depth_mark(struct frp_out *o, uint32_t depth)
-{
-    char *p = frp_out_room(o, 32);
-    memcpy(p, "[depth ", 7);
-    char *e = frp_fmt_u64(p + 7, (uint64_t)depth + 1);
-    memcpy(e, "] ", 2);
-    o->len = (size_t)(e + 2 - o->buf);
-}
-
 /* Starts a line: "  TID)", the duration column (blanks when !has_ns) and the indentation
- * of depth (capped, with its depth_mark()). */
+ * of depth, in one go while the indentation is not huge. */
 static void line_start_slow(struct frp_graph *g, const struct gthread *gt, int has_ns, uint64_t ns,
                             uint32_t depth, const struct frp_item *it)
 {
@@ -252,9 +237,7 @@ static void line_start_slow(struct frp_graph *g, const struct gthread *gt, int h
         char *p = frp_out_room(o, FRP_DURATION_MAX);
         o->len += frp_fmt_duration(p, ns);
     }
-    uint32_t lvl = depth < FRP_GRAPH_INDENT_MAX ? depth : FRP_GRAPH_INDENT_MAX;
-    frp_out_spaces(o, 2 + 2 * (size_t)lvl);
-    if (depth >= FRP_GRAPH_INDENT_MAX) depth_mark(o, depth);
+    frp_out_spaces(o, 2 + 2 * (size_t)depth);
 }
 
 static inline void line_start(struct frp_graph *g, const struct gthread *gt, int has_ns,
@@ -265,8 +248,7 @@ static inline void line_start(struct frp_graph *g, const struct gthread *gt, int
         line_start_slow(g, gt, has_ns, ns, depth, it);
         return;
     }
-    uint32_t lvl = depth < FRP_GRAPH_INDENT_MAX ? depth : FRP_GRAPH_INDENT_MAX;
-    size_t ind = 2 + 2 * (size_t)lvl;
+    size_t ind = 2 + 2 * (size_t)depth;
     char *p = frp_out_room(o, sizeof gt->prefix + FRP_DURATION_MAX + sizeof spaces);
     memcpy(p, gt->prefix, sizeof gt->prefix);
     p += gt->plen;
@@ -276,9 +258,13 @@ static inline void line_start(struct frp_graph *g, const struct gthread *gt, int
     } else {
         p += frp_fmt_duration(p, ns);
     }
-    memcpy(p, spaces, ind);
-    o->len = (size_t)(p + ind - o->buf);
-    if (__builtin_expect(depth >= FRP_GRAPH_INDENT_MAX, 0)) depth_mark(o, depth);
+    if (__builtin_expect(ind <= sizeof spaces, 1)) {
+        memcpy(p, spaces, ind);
+        o->len = (size_t)(p + ind - o->buf);
+    } else {
+        o->len = (size_t)(p - o->buf);
+        frp_out_spaces(o, ind);
+    }
 }
 
 static void special(struct frp_graph *g, struct gthread *gt, const struct frp_item *it)
@@ -315,11 +301,6 @@ static void special(struct frp_graph *g, struct gthread *gt, const struct frp_it
     case FTR_SP_OVERRUN:
         n = snprintf(tmp, sizeof tmp, "/* %llu call%s not traced: call stack too deep */\n",
                      (unsigned long long)ev->arg, ev->arg == 1 ? "" : "s");
-        break;
-    case FRP_SP_DEEP:
-        g->stats.deep += ev->arg;
-        n = snprintf(tmp, sizeof tmp, "/* %llu call%s nested deeper than %u levels not shown */\n",
-                     (unsigned long long)ev->arg, ev->arg == 1 ? "" : "s", FRP_DEPTH_MAX);
         break;
     case FTR_SP_TRACE_ON:
         n = snprintf(tmp, sizeof tmp, "/* tracing on */\n");

@@ -13,9 +13,6 @@
 extern "C" {
 #endif
 
-/* Lines are indented for this many levels at most; deeper ones start "[depth N] " there. */
-#define FRP_GRAPH_INDENT_MAX 100u
-
 struct frp_graph;
 /*! frp_graph_new() : a renderer writing to out, with options o (NULL: the defaults) and the
  *  report r (NULL: no source lines). @return NULL when out of memory */

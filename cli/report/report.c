@@ -689,13 +689,6 @@ size_t frp_report_note(const struct frp_report *r, const struct frp_stats *st, c
                  (unsigned long long)st->unmatched, st->unmatched == 1 ? "" : "s");
         len = add_part(buf, n, len, tmp);
     }
-    if (st && st->deep) {
-        snprintf(tmp, sizeof tmp,
-                 "%llu call%s nested deeper than %u levels not shown (their time is their "
-                 "callers')",
-                 (unsigned long long)st->deep, st->deep == 1 ? "" : "s", FRP_DEPTH_MAX);
-        len = add_part(buf, n, len, tmp);
-    }
     if (st && st->mismatched) {
         snprintf(tmp, sizeof tmp, "%llu exit%s did not match the open call",
                  (unsigned long long)st->mismatched, st->mismatched == 1 ? "" : "s");

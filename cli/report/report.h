@@ -10,7 +10,7 @@
  *   report.h   loading and selecting (report.c)
  *   merge.h    the streaming merge of the selected threads by time (merge.c)
  *   sink.h     the options, and a view as the pipeline sees it (struct frp_sink)
- *   drive.h    the pipeline: merge -> depth cap -> shaper -> sink (drive.c)
+ *   drive.h    the pipeline: merge -> shaper -> sink (drive.c)
  *   graph.h chrome.h summary.h tree.h folded.h callgraph.h flame.h info.h   the views
  *   render.h   every view by name: picks its sink and drives it (render.c)
  *   report_lib.h  all of them, for the programs and the tests
@@ -67,7 +67,6 @@ struct frp_stats {
     uint64_t unmatched;  /* exits/unwinds without an open call in their thread: skipped */
     uint64_t mismatched; /* exits whose site differs from the open call's (the stack wins) */
     uint64_t lost;       /* events the tracer reported lost */
-    uint64_t deep;       /* calls nested deeper than FRP_DEPTH_MAX: counted, not shown */
     int write_errno;     /* frp_render: set when writing the output failed */
 };
 

@@ -283,7 +283,6 @@ void frp_summary_event(struct frp_summary *s, const struct frp_item *it)
         break;
     default:
         if (ev->site == FTR_SP_LOST) s->stats.lost += ev->arg;
-        if (ev->site == FRP_SP_DEEP) s->stats.deep += ev->arg;
         if (ev->site == FTR_SP_INHERITED) t->inherit_left = (uint32_t)ev->arg;
         if (ev->site == FTR_SP_RESUMED) t->resume_left = (uint32_t)ev->arg;
         if (ev->site == FTR_SP_SUSPENDED) t->suspend_left = (uint32_t)ev->arg;

@@ -48,12 +48,6 @@ struct frp_mark {
 /* The merge hands out a process's marks as SPECIAL events of this subtype (arg: the index in
  * its marks[]), on one of its threads (frp_merge_open); no file event has it. */
 #define FRP_SP_MARK 0xfffffffeu
-/* The calls a thread nests deeper than this are counted, not kept (drive.c): no view holds more
- * frames per thread, whatever the trace. */
-#define FRP_DEPTH_MAX 4096u
-/* The pipeline says that a thread's calls deeper than FRP_DEPTH_MAX were cut with a SPECIAL
- * event of this subtype (arg: how many), once the thread is back at that depth or ends. */
-#define FRP_SP_DEEP 0xfffffffdu
 /* One process instance. A pid that exec()s shows up as two instances with the same pid. */
 struct frp_process {
     uint32_t idx; /* dense index in the report, in order of discovery */

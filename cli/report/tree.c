@@ -274,7 +274,6 @@ void frp_tree_event(struct frp_tree *t, const struct frp_item *it)
     }
     default:
         if (ev->site == FTR_SP_LOST) t->stats.lost += ev->arg;
-        if (ev->site == FRP_SP_DEEP) t->stats.deep += ev->arg;
         if (ev->site == FTR_SP_RESUMED || ev->site == FTR_SP_INHERITED)
             s->cont_left = (uint32_t)ev->arg;
         break;

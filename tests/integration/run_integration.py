@@ -86,7 +86,6 @@ def expect_threads():
 
 
 LINE = re.compile(r"^\s*(\d+)\) ([^|]*)\|  ( *)(.*)$")
-DEEP = re.compile(r"\[depth (\d+)\] ")
 
 
 def parse_graph(text):
@@ -101,9 +100,6 @@ def parse_graph(text):
             raise AssertionError("unparsable graph line: %r" % line)
         tid, _dur, indent, body = int(m.group(1)), m.group(2), m.group(3), m.group(4)
         depth = len(indent) // 2
-        deep = DEEP.match(body)  # past the indentation cap: "[depth N] ", N from 1
-        if deep:
-            depth, body = int(deep.group(1)) - 1, body[deep.end():]
         st = stacks[tid]
         if body.startswith("/*"):
             continue  # a comment line (lost events and the like)

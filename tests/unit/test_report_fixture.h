@@ -158,7 +158,7 @@ enum { MAIN = 1, LEAF, MID, XPREAD, WORKER };
  *   main 1000..13206 { leaf 1100..1418; mid 1500..2902 { leaf 1600..1720 } }
  *   xpread 20000..184724
  *   worker 1200..5000 (thread 4243, "worker 1"), 123 events lost at 1300 */
-__attribute__((unused)) static void fx_example(struct tb *b)
+static void fx_example(struct tb *b)
 {
     static const struct tev c1[] = {E(MAIN, 1000), E(LEAF, 1100), X(LEAF, 1418), E(MID, 1500),
                                     E(LEAF, 1600)};
