@@ -614,16 +614,16 @@ static void flush_for_fatal(int sig)
     }
 }
 
-/* SIGTRAP is always ours (sigguard.c keeps it so): first a thread that met a site during a
- * breakpoint batch, sent on; otherwise the program's own handler, or its default action (the
- * trace is flushed first, as for the other fatal signals). */
-/* the program's SIGTRAP handler: running, and one held meanwhile. Read and written by nested
+/* The program's SIGTRAP handler: running, and one held meanwhile. Read and written by nested
  * handlers of this thread, so volatile: the compiler must keep each access where it is (it
  * once read prog_trap_pending before clearing prog_trap_depth, and a SIGTRAP landing between
  * the two was held for good). */
 static __thread volatile sig_atomic_t prog_trap_depth, prog_trap_pending;
 static __thread siginfo_t prog_trap_info;
 
+/* SIGTRAP is always ours (sigguard.c keeps it so): first a thread that met a site during a
+ * breakpoint batch, sent on; otherwise the program's own handler, or its default action (the
+ * trace is flushed first, as for the other fatal signals). */
 static void on_sigtrap(int sig, siginfo_t *si, void *uc)
 {
     int saved = errno;
