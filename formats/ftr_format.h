@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define FTR_FORMAT_MAJOR 2
-#define FTR_FORMAT_MINOR 2
+#define FTR_FORMAT_MINOR 3
 
 #define FTR_FILE_MAGIC "FTRACE\x1a\x01" /* 8 bytes */
 #define FTR_FILE_HEADER_SIZE 16
@@ -128,7 +128,10 @@ enum ftr_event_kind { FTR_EVENT_KINDS(FTR_X_ENUM) };
     X(FTR_SP_RESUMED, 6, "resumed")     /* arg = the next arg ENTRY events re-enter frames of a    \
                                            resumed coroutine: the same calls, not new ones */      \
     X(FTR_SP_VALUES, 7, "values") /* arg = site | nslots << 24: argument or return values of that  \
-                                     site, 12 * nslots bytes (ftr_values.h, ftr_ev_iter.vals) */
+                                     site, 12 * nslots bytes (ftr_values.h, ftr_ev_iter.vals) */   \
+    X(FTR_SP_ASIDE, 8, "aside")   /* the thread traces no further (the tracer stepped aside; arg   \
+                                     unused): its later events are hooks it interrupted, finishing \
+                                     with a stale view; readers end the thread here */
 
 #define FTR_X_ENUM(name, val, str) name = val,
 enum ftr_special { FTR_SPECIALS(FTR_X_ENUM) };

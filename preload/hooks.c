@@ -270,8 +270,71 @@ static __attribute__((noinline, cold)) int switch_missed(struct ftr_tls *t)
     return ENTRY_NONE;
 }
 
+/* ---- signal handlers that switch stacks by hand ----
+ * A handler that interrupted a hook and switches to another context (preemptive green threads:
+ * an fcontext-style switch in a SIGALRM handler, which no wrapper sees) leaves that hook to
+ * resume only when its context is switched back to, after other contexts' hooks have pushed
+ * and popped entries under it: its view of the shadow stack is stale then. Such a switch shows
+ * at a traced handler's return: handlers nest, so each returns while it is the innermost one
+ * running, unless the program switched between them. The traced handlers running are kept in
+ * order (ftr_tls.sig_slot: the slots of their returns, hooked with ftr_tramp_sigret); a return
+ * out of that order while one of them interrupted a hook makes the thread step aside
+ * (switch.c), before the return records anything. Out of order with no hook interrupted, the
+ * returning handler only leaves the list: the switch is followed like any hand-written one. */
+static __attribute__((noinline, cold)) void sig_push(struct ftr_tls *t, uintptr_t s,
+                                                     int interrupted)
+{
+    uint32_t i = t->sig_n;
+    uintptr_t v = s | (interrupted ? 1u : 0u);
+    if (i < FTR_SIG_NEST) t->sig_slot[i] = v;
+    SIGNAL_FENCE();
+    t->sig_n = i + 1;
+    SIGNAL_FENCE();
+    /* again: a handler nested between the two stores pushed and popped its own at i */
+    if (i < FTR_SIG_NEST) t->sig_slot[i] = v;
+}
+
+/* The traced handler whose return slot is s returns. @return 0 if it returns out of order
+ * while a handler in the list interrupted a hook: the thread must step aside. */
+static int sig_pop(struct ftr_tls *t, uintptr_t s)
+{
+    uint32_t n = t->sig_n;
+    if (!n) return 1; /* pushed before a jump dropped the list (ftr_sig_drop_below) */
+    if (n > FTR_SIG_NEST || (t->sig_slot[n - 1] & ~(uintptr_t)1) == s) {
+        t->sig_n = n - 1; /* in order (or past what the list holds: not checked) */
+        return 1;
+    }
+    uint32_t at = n, hooked = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        hooked |= (uint32_t)(t->sig_slot[i] & 1);
+        if ((t->sig_slot[i] & ~(uintptr_t)1) == s) at = i;
+    }
+    if (hooked) return 0;
+    if (at < n) { /* it leaves the list; the others stay, in their order */
+        for (uint32_t i = at; i + 1 < n; i++)
+            t->sig_slot[i] = t->sig_slot[i + 1];
+        SIGNAL_FENCE();
+        t->sig_n = n - 1;
+    }
+    return 1;
+}
+
+/* A jump to sp (longjmp & co) leaves the handlers whose frames lie below it. */
+static void sig_drop_below(struct ftr_tls *t, uintptr_t sp)
+{
+    uint32_t n = t->sig_n < FTR_SIG_NEST ? t->sig_n : FTR_SIG_NEST, k = 0;
+    if (t->sig_n > FTR_SIG_NEST) {
+        t->sig_n = 0; /* past what the list holds: start afresh */
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if ((t->sig_slot[i] & ~(uintptr_t)1) >= sp) t->sig_slot[k++] = t->sig_slot[i];
+    SIGNAL_FENCE();
+    t->sig_n = k;
+}
+
 static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot,
-                            const uintptr_t *regs, int through)
+                            const uintptr_t *regs, int through, uintptr_t outer_hook)
 {
     if (unlikely(t->state != FTR_T_ACTIVE)) {
         if (t->state == FTR_T_SWITCHING) return switch_missed(t);
@@ -351,6 +414,7 @@ static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot,
     top->slot = s; /* complete */
     SIGNAL_FENCE();
     if (book) *slot = tramp;
+    if (unlikely(tramp == (uintptr_t)ftr_tramp_sigret)) sig_push(t, s, outer_hook || t->in_slow);
     graph_count(t, top, 1);
     if (likely(rec)) {
         t->rec_depth++;
@@ -429,7 +493,7 @@ void ftr_hook_entry(uint32_t site, uintptr_t *slot, const uintptr_t *regs)
     struct ftr_tls *t = &ftr_tls;
     if (aside(slot)) return;
     struct marks m = marks_enter(t, (uintptr_t)slot);
-    entry(t, site, slot, regs, 0);
+    entry(t, site, slot, regs, 0, m.hook_sp);
     marks_leave(t, &m);
 }
 
@@ -438,7 +502,7 @@ struct ftr_through ftr_hook_through_entry(uint32_t site, uintptr_t *slot, const 
     struct ftr_tls *t = &ftr_tls;
     if (aside(slot)) return (struct ftr_through){ftr_site_body[site], 0};
     struct marks m = marks_enter(t, (uintptr_t)slot);
-    int how = entry(t, site, slot, regs, 1);
+    int how = entry(t, site, slot, regs, 1, m.hook_sp);
     marks_leave(t, &m);
     return (struct ftr_through){ftr_site_body[site], how == ENTRY_THROUGH};
 }
@@ -448,7 +512,7 @@ uintptr_t ftr_hook_libcall(uint32_t site, uintptr_t *slot, const uintptr_t *regs
     struct ftr_tls *t = &ftr_tls;
     if (aside(slot)) return ftr_site_body[site];
     struct marks m = marks_enter(t, (uintptr_t)slot);
-    entry(t, site, slot, regs, 0);
+    entry(t, site, slot, regs, 0, m.hook_sp);
     marks_leave(t, &m);
     return ftr_site_body[site];
 }
@@ -619,6 +683,21 @@ uintptr_t ftr_hook_exit(uintptr_t sp, const uintptr_t *rv)
     return ret;
 }
 
+/* A traced signal handler's return (ftr_tramp_sigret): out of order while a handler in the list
+ * interrupted a hook, the thread steps aside first (see sig_push). */
+uintptr_t ftr_hook_sigexit(uintptr_t sp, const uintptr_t *rv)
+{
+    struct ftr_tls *t = &ftr_tls;
+    if (likely(sig_pop(t, sp - sizeof(uintptr_t)))) return ftr_hook_exit(sp, rv);
+    uintptr_t slot = sp - sizeof(uintptr_t), ret = take_return(slot, NULL);
+    if (!ret) lost_return();
+    *(volatile uintptr_t *)slot = ret;
+    SIGNAL_FENCE();
+    t->sig_n = 0;
+    ftr_handler_switched(t);
+    return ret;
+}
+
 /* The body of a called-through function returned: its slot still holds the real return
  * address (a hooked function that tail-called it shares the slot: both close, and the slot gets
  * that one's real address, as at its own return). A thread that stepped aside or ended records
@@ -705,6 +784,7 @@ void ftr_close_frames_below(uintptr_t sp, int inclusive)
         ftr_slow_busy = 0;
         if (t->state == FTR_T_OFF && !t->thr) t->state = FTR_T_NEW;
     }
+    if (unlikely(t->sig_n)) sig_drop_below(t, sp);
     if (unlikely(t->state == FTR_T_SWITCHING)) {
         /* A signal handler that interrupted a coroutine switch jumps: out of the switch, left
          * half done for good; or within the handler, none of whose calls was traced (a hook of

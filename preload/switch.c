@@ -193,7 +193,8 @@ static void runs(struct ftr_tls *t, uintptr_t sp, uint64_t tsc)
  * threads): the hook resumes only when this context is switched back to, after the other
  * coroutines' hooks have pushed and popped entries under it, and then writes its stale view
  * back. That cannot be made safe: this thread steps aside. Every return address it hooked is
- * put back (frames return as if never traced), it hooks no more calls, and says so once. */
+ * put back (frames return as if never traced), an ASIDE event ends its trace, it hooks no more
+ * calls, and says so once. */
 static void step_aside(struct ftr_tls *t, const char *msg, unsigned long len)
 {
     uint64_t old;
@@ -203,6 +204,9 @@ static void step_aside(struct ftr_tls *t, const char *msg, unsigned long len)
         if (e->slot && ftr_peek(e->slot, &w) && ftr_hooked_word(w) && (ret = ftr_ret_get(e->slot)))
             *(uintptr_t *)e->slot = ret;
     }
+    /* The thread's events end here for a reader: hooks the handler interrupted may finish
+     * later, with a stale view, and record after this (docs/format.md, ASIDE). */
+    if (t->pos) record(t, ftr_rec_head(FTR_SP_ASIDE, FTR_EV_SPECIAL), ftr_rdtsc());
     t->state = FTR_T_OFF;
     static int said;
     if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) say_raw(msg, len);
@@ -240,6 +244,15 @@ __attribute__((noinline, cold)) void ftr_switch_spoiled(struct ftr_tls *t)
     static const char msg[] = "ftrace-run: a signal handler switched coroutines or jumped out of "
                               "a coroutine switch: that thread is traced no further\n";
     if (t->shadow_base) step_aside(t, msg, sizeof msg - 1); /* (which does not read the state) */
+    t->state = FTR_T_OFF;
+}
+
+__attribute__((noinline, cold)) void ftr_handler_switched(struct ftr_tls *t)
+{
+    static const char msg[] = "ftrace-run: a signal handler switched stacks while the tracer's "
+                              "hook it interrupted was running: that thread is traced no "
+                              "further\n";
+    if (t->state == FTR_T_ACTIVE && t->shadow_base) step_aside(t, msg, sizeof msg - 1);
     t->state = FTR_T_OFF;
 }
 

@@ -85,6 +85,7 @@ enum ftr_tstate {
 
 struct ftr_chunk;
 struct ftr_thread;
+#define FTR_SIG_NEST 16u
 
 struct ftr_tls {
     struct ftr_rec *pos;            /* next free record in the current chunk */
@@ -119,6 +120,10 @@ struct ftr_tls {
     uint64_t overruns;      /* calls not hooked because the shadow stack was full */
     uint64_t lost;          /* events dropped (nested in the slow path, no chunk) */
     uint64_t lost_reported; /* of those, already told in a LOST event */
+    /* hooks.c: the traced signal handlers running (their frames' slots, innermost last; bit 0
+     * set: it interrupted a hook), to tell a handler that switched stacks by hand */
+    uint32_t sig_n;
+    uintptr_t sig_slot[FTR_SIG_NEST];
 };
 /* hooks.c: calls not traced because a signal handler ran them during a coroutine switch (also
  * counted in the threads' overruns) */
@@ -230,6 +235,7 @@ void ftr_xsave_init(void) FTR_HIDDEN;
  * the exit trampoline saved (rax at rv[0], rdx at rv[-1]) */
 void ftr_hook_entry(uint32_t site, uintptr_t *slot, const uintptr_t *regs) FTR_HIDDEN;
 uintptr_t ftr_hook_exit(uintptr_t sp, const uintptr_t *rv) FTR_HIDDEN;
+uintptr_t ftr_hook_sigexit(uintptr_t sp, const uintptr_t *rv) FTR_HIDDEN; /* a handler's */
 /* Call-through: where the body starts and whether to call it (1) or jump to it (0) */
 struct ftr_through {
     uintptr_t body, call;

@@ -344,7 +344,7 @@ GLOBAL_HIDDEN(ftr_tramp_sigret)
     mov %rax, %rsp                 /* off the program's stack */
     mov %rbx, %rdi
     xor %esi, %esi                 /* no return value */
-    call ftr_hook_exit
+    call ftr_hook_sigexit
     mov %rax, -8(%rbx)             /* the slot: from here on unwinders read the real address */
     mov %rbx, %rsp
     .cfi_def_cfa_register %rsp
@@ -357,7 +357,7 @@ GLOBAL_HIDDEN(ftr_tramp_sigret)
     and $-16, %rsp
     mov %rbx, %rdi
     xor %esi, %esi
-    call ftr_hook_exit
+    call ftr_hook_sigexit
     mov %rax, -8(%rbx)
     mov %rbx, %rsp
     .cfi_def_cfa_register %rsp

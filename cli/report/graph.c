@@ -308,6 +308,9 @@ static void special(struct frp_graph *g, struct gthread *gt, const struct frp_it
     case FTR_SP_TRACE_OFF:
         n = snprintf(tmp, sizeof tmp, "/* tracing off */\n");
         break;
+    case FTR_SP_ASIDE:
+        n = snprintf(tmp, sizeof tmp, "/* traced no further: the tracer stepped aside */\n");
+        break;
     default:
         n = snprintf(tmp, sizeof tmp, "/* special event %u (%llu) */\n", (unsigned)ev->site,
                      (unsigned long long)ev->arg);

@@ -35,6 +35,7 @@ struct cursor {
     uint32_t ci, cend;  /* next chunk to load, end of the thread's chunks */
     uint32_t chunk_seq; /* seq of the chunk being decoded */
     int live;
+    int aside; /* an ASIDE special was read: the thread's events end there */
     struct ftr_ev_iter it;
     struct ftr_buf buf;
     struct ftr_event cur, nxt;
@@ -102,10 +103,15 @@ static int load_chunk(struct frp_merge *m, struct cursor *c, const struct frp_ch
 /* The thread's next event: 1, 0 at its end, or a negated error. */
 static int fetch(struct frp_merge *m, struct cursor *c, struct ftr_event *ev, uint32_t *seq)
 {
+    if (__builtin_expect(c->aside, 0)) return 0;
     for (;;) {
         if (__builtin_expect(c->live, 1)) {
             int rc = ftr_dec_events_next(&c->it, ev);
             if (__builtin_expect(rc == 1, 1)) {
+                /* the tracer stepped aside: what follows are hooks it interrupted, finishing
+                 * with a stale view of the thread's frames (docs/format.md) */
+                if (__builtin_expect(ev->kind == FTR_EV_SPECIAL && ev->site == FTR_SP_ASIDE, 0))
+                    c->aside = 1;
                 /* A piece may start before the end of the one before it in time (report.c,
                  * order_pieces): held back like the writer does inside a chunk. */
                 if (__builtin_expect(ev->tsc < c->floor, 0)) ev->tsc = c->floor;

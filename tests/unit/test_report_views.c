@@ -129,6 +129,27 @@ Test(views, summary_recursion_and_open_calls)
     free(text);
 }
 
+/* The tracer stepped aside (an ASIDE special): the thread's events end there, and what comes
+ * after (hooks it interrupted, finishing with a stale view: an EXIT of a frame that is not the
+ * innermost, a new call) is not read; the frames open stay open, and nothing is mismatched */
+Test(views, summary_aside_ends_the_thread)
+{
+    static const struct tev evs[] = {
+        E(MAIN, 0),   E(MID, 100),    E(LEAF, 200),
+        X(LEAF, 300), E(LEAF, 400),   {FTR_EV_SPECIAL, FTR_SP_ASIDE, 500, 0},
+        X(MID, 600),  E(XPREAD, 700), X(XPREAD, 800)};
+    char *text = summary_of(evs, sizeof evs / sizeof *evs, NULL);
+    // clang-format off
+    fx_expect(text,
+              "# 3 functions, 1 call; 3 calls still open at the end, not in the timings "
+              "(column Open)\n" SUMMARY_HEAD_OPEN
+              "       100 ns       100 ns           1       100 ns       100 ns       100 ns       1  leaf\n"
+              "            -            -           0            -            -            -       1  main\n"
+              "            -            -           0            -            -            -       1  mid\n");
+    // clang-format on
+    free(text);
+}
+
 /* Mutex::Unlock's case: every closed call took >= 43 ns, one is still open when the trace
  * ends (its thread's last event is its entry): Min stays 43 ns, the open one is counted apart */
 Test(views, summary_open_call_never_in_min_average_total)
@@ -315,7 +336,7 @@ Test(views, info)
     char *text = example(FRP_INFO, NULL);
     const char *want[] = {
         "  size        ",
-        ", format 2.2, 8 chunks\n",
+        ", format 2.3, 8 chunks\n",
         "  chunks      1 process, 1 module, 1 sites, 3 events, 1 thread, 1 end\n",
         "  processes   1, 2 threads\n",
         "\nprocess 4242: ./prog\n",
