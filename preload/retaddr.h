@@ -145,6 +145,15 @@ static inline struct ftr_retaddr *ftr_ret_lookup(uintptr_t slot, struct ftr_reta
     return e ? e : ftr_ret_entry(slot, 0);
 }
 
+/* The frame of slot, if our trampoline is its address, never returns through it (a library
+ * call of longjmp & co, hooked, jumps away): its hook counts as returned. */
+static inline void ftr_ret_release(uintptr_t slot)
+{
+    if (!ftr_hooked_word(*(volatile uintptr_t *)slot)) return;
+    struct ftr_retaddr *e = ftr_ret_lookup(slot, NULL);
+    if (e) ftr_ret_returned(e);
+}
+
 /* The real return address of the frame whose slot holds our trampoline (0: never hooked);
  * hint as for ftr_ret_put(), or NULL. */
 static inline uintptr_t ftr_ret_get_hinted(uintptr_t slot, struct ftr_retaddr *hint)

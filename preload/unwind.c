@@ -74,10 +74,7 @@ static uintptr_t demangle(long v)
  * or the slot would refuse every later hook on a stack not the thread's own (retaddr.h). */
 static void close_for_jump(const long *jb, uintptr_t own)
 {
-    if (ftr_hooked_word(*(volatile uintptr_t *)own)) {
-        struct ftr_retaddr *e = ftr_ret_lookup(own, NULL);
-        if (e) ftr_ret_returned(e);
-    }
+    ftr_ret_release(own);
     uintptr_t target = demangle(jb[6]), here = (uintptr_t)__builtin_frame_address(0);
     if (target > here) ftr_close_frames_below(target, 0);
 }
