@@ -14,6 +14,7 @@
  *    a free or half-filled entry has slot 0, which every scan skips, and pops clear it.
  */
 #include "ftr_values.h"
+#include "handlers.h"
 #include "park.h"
 #include "retaddr.h"
 #include "sigguard.h"
@@ -270,69 +271,6 @@ static __attribute__((noinline, cold)) int switch_missed(struct ftr_tls *t)
     return ENTRY_NONE;
 }
 
-/* ---- signal handlers that switch stacks by hand ----
- * A handler that interrupted a hook and switches to another context (preemptive green threads:
- * an fcontext-style switch in a SIGALRM handler, which no wrapper sees) leaves that hook to
- * resume only when its context is switched back to, after other contexts' hooks have pushed
- * and popped entries under it: its view of the shadow stack is stale then. Such a switch shows
- * at a traced handler's return: handlers nest, so each returns while it is the innermost one
- * running, unless the program switched between them. The traced handlers running are kept in
- * order (ftr_tls.sig_slot: the slots of their returns, hooked with ftr_tramp_sigret); a return
- * out of that order while one of them interrupted a hook makes the thread step aside
- * (switch.c), before the return records anything. Out of order with no hook interrupted, the
- * returning handler only leaves the list: the switch is followed like any hand-written one. */
-static __attribute__((noinline, cold)) void sig_push(struct ftr_tls *t, uintptr_t s,
-                                                     int interrupted)
-{
-    uint32_t i = t->sig_n;
-    uintptr_t v = s | (interrupted ? 1u : 0u);
-    if (i < FTR_SIG_NEST) t->sig_slot[i] = v;
-    SIGNAL_FENCE();
-    t->sig_n = i + 1;
-    SIGNAL_FENCE();
-    /* again: a handler nested between the two stores pushed and popped its own at i */
-    if (i < FTR_SIG_NEST) t->sig_slot[i] = v;
-}
-
-/* The traced handler whose return slot is s returns. @return 0 if it returns out of order
- * while a handler in the list interrupted a hook: the thread must step aside. */
-static int sig_pop(struct ftr_tls *t, uintptr_t s)
-{
-    uint32_t n = t->sig_n;
-    if (!n) return 1; /* pushed before a jump dropped the list (ftr_sig_drop_below) */
-    if (n > FTR_SIG_NEST || (t->sig_slot[n - 1] & ~(uintptr_t)1) == s) {
-        t->sig_n = n - 1; /* in order (or past what the list holds: not checked) */
-        return 1;
-    }
-    uint32_t at = n, hooked = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        hooked |= (uint32_t)(t->sig_slot[i] & 1);
-        if ((t->sig_slot[i] & ~(uintptr_t)1) == s) at = i;
-    }
-    if (hooked) return 0;
-    if (at < n) { /* it leaves the list; the others stay, in their order */
-        for (uint32_t i = at; i + 1 < n; i++)
-            t->sig_slot[i] = t->sig_slot[i + 1];
-        SIGNAL_FENCE();
-        t->sig_n = n - 1;
-    }
-    return 1;
-}
-
-/* A jump to sp (longjmp & co) leaves the handlers whose frames lie below it. */
-static void sig_drop_below(struct ftr_tls *t, uintptr_t sp)
-{
-    uint32_t n = t->sig_n < FTR_SIG_NEST ? t->sig_n : FTR_SIG_NEST, k = 0;
-    if (t->sig_n > FTR_SIG_NEST) {
-        t->sig_n = 0; /* past what the list holds: start afresh */
-        return;
-    }
-    for (uint32_t i = 0; i < n; i++)
-        if ((t->sig_slot[i] & ~(uintptr_t)1) >= sp) t->sig_slot[k++] = t->sig_slot[i];
-    SIGNAL_FENCE();
-    t->sig_n = k;
-}
-
 static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot,
                             const uintptr_t *regs, int through, uintptr_t outer_hook)
 {
@@ -352,6 +290,9 @@ static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot,
         /* Same slot, already hooked: a tail call (f jumped to g, g returns for both); both
          * entries stay and are closed together. Otherwise the frames there are dead. */
         int tail_call = top[-1].slot == s && ftr_hooked_word(ret);
+        /* a signal handler's tail call returns through the handler's trampoline, never
+         * called through: its return is the handler's (handlers.h) */
+        if (tail_call && ret == (uintptr_t)ftr_tramp_sigret) through = 0;
         top = t->top = close_dead(t, top, s, !tail_call, tsc, 0);
     }
 
@@ -414,7 +355,8 @@ static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot,
     top->slot = s; /* complete */
     SIGNAL_FENCE();
     if (book) *slot = tramp;
-    if (unlikely(tramp == (uintptr_t)ftr_tramp_sigret)) sig_push(t, s, outer_hook || t->in_slow);
+    if (unlikely(tramp == (uintptr_t)ftr_tramp_sigret))
+        ftr_handler_entered(t, s, outer_hook || t->in_slow);
     graph_count(t, top, 1);
     if (likely(rec)) {
         t->rec_depth++;
@@ -683,17 +625,16 @@ uintptr_t ftr_hook_exit(uintptr_t sp, const uintptr_t *rv)
     return ret;
 }
 
-/* A traced signal handler's return (ftr_tramp_sigret): out of order while a handler in the list
- * interrupted a hook, the thread steps aside first (see sig_push). */
+/* A traced signal handler's return (ftr_tramp_sigret): where the program switched stacks under
+ * a hook a handler interrupted (handlers.h), the thread steps aside first. */
 uintptr_t ftr_hook_sigexit(uintptr_t sp, const uintptr_t *rv)
 {
     struct ftr_tls *t = &ftr_tls;
-    if (likely(sig_pop(t, sp - sizeof(uintptr_t)))) return ftr_hook_exit(sp, rv);
+    if (likely(ftr_handler_returns(t, sp - sizeof(uintptr_t)))) return ftr_hook_exit(sp, rv);
     uintptr_t slot = sp - sizeof(uintptr_t), ret = take_return(slot, NULL);
     if (!ret) lost_return();
     *(volatile uintptr_t *)slot = ret;
     SIGNAL_FENCE();
-    t->sig_n = 0;
     ftr_handler_switched(t);
     return ret;
 }
@@ -784,7 +725,7 @@ void ftr_close_frames_below(uintptr_t sp, int inclusive)
         ftr_slow_busy = 0;
         if (t->state == FTR_T_OFF && !t->thr) t->state = FTR_T_NEW;
     }
-    if (unlikely(t->sig_n)) sig_drop_below(t, sp);
+    if (unlikely(t->sig_n)) ftr_handlers_jump(t, sp);
     if (unlikely(t->state == FTR_T_SWITCHING)) {
         /* A signal handler that interrupted a coroutine switch jumps: out of the switch, left
          * half done for good; or within the handler, none of whose calls was traced (a hook of

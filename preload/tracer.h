@@ -85,7 +85,11 @@ enum ftr_tstate {
 
 struct ftr_chunk;
 struct ftr_thread;
-#define FTR_SIG_NEST 16u
+#define FTR_SIG_NEST 32u
+struct ftr_sig_frame {
+    uintptr_t slot;   /* its return address slot; bit 0 set: it interrupted a hook */
+    uintptr_t sp, ip; /* the context it interrupted, as its signal frame held it at its entry */
+};
 
 struct ftr_tls {
     struct ftr_rec *pos;            /* next free record in the current chunk */
@@ -120,10 +124,10 @@ struct ftr_tls {
     uint64_t overruns;      /* calls not hooked because the shadow stack was full */
     uint64_t lost;          /* events dropped (nested in the slow path, no chunk) */
     uint64_t lost_reported; /* of those, already told in a LOST event */
-    /* hooks.c: the traced signal handlers running (their frames' slots, innermost last; bit 0
-     * set: it interrupted a hook), to tell a handler that switched stacks by hand */
+    /* handlers.c: the traced signal handlers running, innermost last (sig_n may count past
+     * what sig holds) */
     uint32_t sig_n;
-    uintptr_t sig_slot[FTR_SIG_NEST];
+    struct ftr_sig_frame sig[FTR_SIG_NEST];
 };
 /* hooks.c: calls not traced because a signal handler ran them during a coroutine switch (also
  * counted in the threads' overruns) */

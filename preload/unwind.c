@@ -29,6 +29,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "handlers.h"
 #include "retaddr.h"
 #include "stacks.h"
 #include "tracer.h"
@@ -76,7 +77,10 @@ static void close_for_jump(const long *jb, uintptr_t own)
 {
     ftr_ret_release(own);
     uintptr_t target = demangle(jb[6]), here = (uintptr_t)__builtin_frame_address(0);
-    if (target > here) ftr_close_frames_below(target, 0);
+    if (target > here)
+        ftr_close_frames_below(target, 0);
+    else if (ftr_tls.sig_n) /* to another stack, lower: off a sigaltstack in main's frame */
+        ftr_handlers_jump(&ftr_tls, target);
 }
 /* a wrapper's own return address slot (unwind.c keeps frame pointers) */
 #define OWN_SLOT() ((uintptr_t)__builtin_frame_address(0) + sizeof(uintptr_t))

@@ -23,7 +23,7 @@ if [[ ${STRESS:-1} != 0 ]] && command -v stress-ng >/dev/null; then
 else
   for _ in $(seq "$(nproc)"); do (while :; do :; done) & pids+=($!); done
 fi
-modes=migrate,fctx-wide,fctx-deep,sjlj,many,clonetls,clonemany,clonevfork,btalt,altco,sigtrap,greenpre,copystk,boost-callcc,boost-fiber-migrate,boost-unwind
+modes=migrate,fctx-wide,fctx-deep,sjlj,many,clonetls,clonemany,clonevfork,btalt,altco,sigtrap,greenpre,green-many,green-leak,green-ctx,handler-altjmp,handler-nested,copystk,boost-callcc,boost-fiber-migrate,boost-unwind
 cases='swapcontext*,hostile-migrate,hostile-migback,hostile-coro300,hostile-altjmp,hostile-jmpprof*'
 cases+=',hostile-jmpfill-mono,hostile-sigswitch'
 cases+=',threads-many,threads-exit,threads-detached,signals-usr1,signals-altstack,signals-siglongjmp'

@@ -4,8 +4,8 @@ hand-written fcontext-style switch, setjmp/longjmp coroutines, thousands of susp
 coroutines, a clone() thread sharing its creator's TLS, a clone(CLONE_VM|CLONE_VFORK) spawn, and
 boost.context (callcc generators, fibers migrating between threads, forced unwinding).
 
-The programs are tests/integration/progs/bstacks.c and bstacks_boost.cpp (each mode described
-at the top of its file). Every mode prints a deterministic answer and then its own counts of
+The programs are tests/integration/progs/bstacks.c, bgreen.c (signal handlers that switch
+stacks) and bstacks_boost.cpp (each mode described at the top of its file). Every mode prints a deterministic answer and then its own counts of
 the traced functions it ran ("count FUNC N"; "maybe FUNC N": N or none; "atmost FUNC N": N or
 fewer, the others run untraced; "aside FUNC N": N, or where ftrace-run stepped aside (and said
 so in its one line on stderr) at most N with those open at the end; "path P N": the root
@@ -52,7 +52,12 @@ MODES = {
     "btalt": ("bstacks", ["btalt"]),
     "altco": ("bstacks", ["altco"]),
     "sigtrap": ("bstacks", ["sigtrap"]),
-    "greenpre": ("bstacks", ["greenpre"]),
+    "greenpre": ("bgreen", ["pre"]),
+    "green-many": ("bgreen", ["pre", "40"]),
+    "green-leak": ("bgreen", ["leak"]),
+    "green-ctx": ("bgreen", ["ctx"]),
+    "handler-altjmp": ("bgreen", ["altjmp"]),
+    "handler-nested": ("bgreen", ["nested"]),
     "copystk": ("bstacks", ["copystk"]),
     "boost-callcc": ("bstacks_boost", ["callcc"]),
     "boost-fiber-migrate": ("bstacks_boost", ["fiber-migrate"]),
@@ -64,7 +69,8 @@ KNOWN_FAILING = set()
 # What ftrace-run says when it steps aside from a thread whose signal handler switched stacks
 # while a hook it interrupted was running (preload/switch.c)
 ASIDE_LINE = "ftrace-run: a signal handler switched stacks while the tracer's hook"
-SOURCES = {"bstacks": ("bstacks.c", ""), "bstacks_boost": ("bstacks_boost.cpp", "-lboost_context")}
+SOURCES = {"bstacks": ("bstacks.c", ""), "bgreen": ("bgreen.c", ""),
+           "bstacks_boost": ("bstacks_boost.cpp", "-lboost_context")}
 
 
 class Failed(Exception):

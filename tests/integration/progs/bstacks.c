@@ -51,12 +51,6 @@
  *                 reach the program's handler (a lost one hangs: the 30 s timeout). Every
  *                 other time the sender spins instead of sleeping, and sends the next one
  *                 while st_trap is still returning: it must be held, then delivered.
- *   greenpre      preemptive green threads: 4 threads on mmap'd stacks and main, switched by
- *                 bs_switch (no wrapper sees it) inside the SIGALRM handler gp_tick (traced),
- *                 every 50 us, wherever the signal lands (inside the tracer's hooks too). Each
- *                 thread runs gp_work -> gp_mid -> gp_leaf x2, 1500 times, and at its end
- *                 switches to main for good. A handler that switched while a hook it
- *                 interrupted runs makes the tracer step aside: "aside" counts.
  *   copystk       copied stacks (libco's shared stacks): 3 coroutines run, one at a time, on
  *                 one shared stack; main copies a coroutine's used part out to a buffer of its
  *                 own when it yields and back in before resuming it, so that frames of
@@ -89,64 +83,8 @@
 #define HIT(f) atomic_fetch_add_explicit(&n_##f, 1, memory_order_relaxed)
 #define SHOW(f) printf("count %s %ld\n", #f, (long)atomic_load(&n_##f))
 #define MAYBE(f) printf("maybe %s %ld\n", #f, (long)atomic_load(&n_##f)) /* N or 0 traced */
-/* N traced, or fewer with those open at the end counted too, where the tracer stepped aside */
-#define ASIDE(f) printf("aside %s %ld\n", #f, (long)atomic_load(&n_##f))
-static int main_aside; /* main's own count is an "aside" one */
 
-/* ---- bs_switch(&from_sp, to_sp): save the callee-saved registers on this stack, store its
- * stack pointer in *from, load to, restore, return there. bs_trampoline starts a new stack:
- * fn (r13) is called with arg (r12) and never returns. ---- */
-__asm__(".text\n"
-        ".globl bs_switch\n"
-        ".hidden bs_switch\n"
-        ".type bs_switch,@function\n"
-        "bs_switch:\n"
-        "    pushq %rbp\n    pushq %rbx\n    pushq %r12\n    pushq %r13\n"
-        "    pushq %r14\n    pushq %r15\n"
-        "    movq %rsp, (%rdi)\n"
-        "    movq %rsi, %rsp\n"
-        "    popq %r15\n    popq %r14\n    popq %r13\n    popq %r12\n"
-        "    popq %rbx\n    popq %rbp\n"
-        "    ret\n"
-        ".size bs_switch, .-bs_switch\n"
-        ".globl bs_trampoline\n"
-        ".hidden bs_trampoline\n"
-        ".type bs_trampoline,@function\n"
-        "bs_trampoline:\n"
-        "    .cfi_startproc\n"
-        "    .cfi_undefined rip\n"
-        "    xorl %ebp, %ebp\n"
-        "    movq %r12, %rdi\n"
-        "    andq $-16, %rsp\n"
-        "    callq *%r13\n"
-        "    ud2\n"
-        "    .cfi_endproc\n"
-        ".size bs_trampoline, .-bs_trampoline\n");
-void bs_switch(void **from, void *to);
-void bs_trampoline(void);
-
-/* An mmap'd stack (its lowest page a guard) set up so that bs_switch to the returned stack
- * pointer runs fn(arg). */
-NOTRACE static void *bs_stack(size_t size, void (*fn)(void *), void *arg)
-{
-    char *p =
-        mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if (p == MAP_FAILED) {
-        perror("mmap");
-        exit(2);
-    }
-    mprotect(p, 4096, PROT_NONE);
-    void **sp = (void **)(p + size);
-    *--sp = 0;
-    *--sp = (void *)bs_trampoline; /* bs_switch's ret */
-    *--sp = 0;                     /* rbp */
-    *--sp = 0;                     /* rbx */
-    *--sp = arg;                   /* r12 */
-    *--sp = (void *)fn;            /* r13 */
-    *--sp = 0;                     /* r14 */
-    *--sp = 0;                     /* r15 */
-    return sp;
-}
+#include "bswitch.h"
 
 CNT(main);
 
@@ -907,86 +845,6 @@ NOTRACE static void run_sigtrap(void)
     SHOW(st_trap);
 }
 
-/* ---- greenpre ---- */
-#define GP_N 4
-#define GP_ITERS 1500
-static void *gp_sp[GP_N + 1]; /* GP_N: main */
-static volatile int gp_cur = GP_N, gp_left = GP_N, gp_finished[GP_N + 1];
-static long gp_sum[GP_N];
-CNT(gp_work);
-CNT(gp_mid);
-CNT(gp_leaf);
-NOINLINE long gp_leaf(long x)
-{
-    HIT(gp_leaf);
-    volatile long v = x;
-    for (int k = 0; k < 50; k++) /* room for the timer to land in the program's own code */
-        v = v * 3 + k;
-    return v;
-}
-NOINLINE long gp_mid(long x)
-{
-    HIT(gp_mid);
-    return gp_leaf(x) + gp_leaf(x + 1);
-}
-NOINLINE long gp_work(long id, long i)
-{
-    HIT(gp_work);
-    return gp_mid(id * 100000 + i) & 0xffff;
-}
-/* the scheduler: round robin over the threads not finished, main included */
-NOINLINE void gp_tick(int sig)
-{
-    (void)sig;
-    int from = gp_cur, to = from;
-    do
-        to = (to + 1) % (GP_N + 1);
-    while (gp_finished[to] && to != from);
-    if (to == from) return;
-    gp_cur = to;
-    bs_switch(&gp_sp[from], gp_sp[to]);
-}
-NOTRACE static void gp_thread(void *arg)
-{
-    long id = (long)arg;
-    sigset_t alrm;
-    sigemptyset(&alrm);
-    sigaddset(&alrm, SIGALRM);
-    sigprocmask(SIG_UNBLOCK, &alrm, NULL); /* it starts inside gp_tick */
-    for (long i = 0; i < GP_ITERS; i++)
-        gp_sum[id] += gp_work(id, i);
-    sigprocmask(SIG_BLOCK, &alrm, NULL);
-    gp_finished[id] = 1;
-    gp_left--;
-    gp_cur = GP_N;
-    bs_switch(&gp_sp[id], gp_sp[GP_N]); /* main, suspended in gp_tick: never back */
-    abort();
-}
-NOTRACE static void run_greenpre(void)
-{
-    for (long i = 0; i < GP_N; i++)
-        gp_sp[i] = bs_stack(256 * 1024, gp_thread, (void *)i);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = gp_tick;
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGALRM, &sa, NULL);
-    struct itimerval it = {{0, 50}, {0, 50}};
-    setitimer(ITIMER_REAL, &it, NULL);
-    while (gp_left)
-        pause();
-    memset(&it, 0, sizeof it);
-    setitimer(ITIMER_REAL, &it, NULL);
-    long sum = 0;
-    for (int i = 0; i < GP_N; i++)
-        sum = sum * 31 + gp_sum[i];
-    printf("greenpre: %ld\n", sum);
-    ASIDE(gp_work);
-    ASIDE(gp_mid);
-    ASIDE(gp_leaf);
-    main_aside = 1;
-}
-
 /* ---- copystk ---- */
 #define CS_N 3
 #define CS_ROUNDS 30
@@ -1085,18 +943,13 @@ int main(int argc, char **argv)
         run_altco();
     } else if (!strcmp(mode, "sigtrap")) {
         run_sigtrap();
-    } else if (!strcmp(mode, "greenpre")) {
-        run_greenpre();
     } else if (!strcmp(mode, "copystk")) {
         run_copystk();
     } else {
         fprintf(stderr, "usage: bstacks migrate|fctx N D|sjlj|many [N D "
-                        "R]|clonetls|clonemany|clonevfork|btalt|altco|sigtrap|greenpre|copystk\n");
+                        "R]|clonetls|clonemany|clonevfork|btalt|altco|sigtrap|copystk\n");
         return 2;
     }
-    if (main_aside)
-        ASIDE(main);
-    else
-        SHOW(main);
+    SHOW(main);
     return 0;
 }
