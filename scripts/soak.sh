@@ -6,6 +6,8 @@
 #   env:   LOAD=N busy processes; stress-ng is used instead when installed (STRESS=0: never).
 #          LOAD=0: no busy process; then load the machine otherwise, e.g. a second soak.sh on
 #          another clone, each suite the other's load (twice the runs in the same time).
+#          The test programs are built once, into $BUILD_DIR/test-cache (tests/integration/
+#          buildcache.py): the runs after the first compile nothing. FTR_BUILD_CACHE=0: no cache.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$top/build}

@@ -20,6 +20,7 @@ import sys
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import buildcache  # noqa: E402
 from run_integration import (FLAGSETS, PROGS, arg_parser, check_chrome, compare_runs,  # noqa: E402
                              parse_graph, run_matrix, same_trees)
 
@@ -112,6 +113,7 @@ class Result:
 
 Section = collections.namedtuple("Section", "header pid folded open")
 HEADER = re.compile(r"^# ftrace-run: .*  pid (\d+)  \d+ threads?  ")
+OWN_CALL = re.compile(r"\|  .*\(\)( \{|;)$")  # a graph line of a call (not a comment)
 
 
 def parse_sections(text, skipped=None):
@@ -119,7 +121,7 @@ def parse_sections(text, skipped=None):
     header line), each parsed by parse_graph; the pids of sections left out go to skipped."""
     sections, cur = [], None
     for line in text.splitlines(True):
-        m = HEADER.match(line)
+        m = HEADER.match(line) if line.startswith("# ftrace-run: ") else None
         if m:
             cur = [line, int(m.group(1)), []]
             sections.append(cur)
@@ -133,7 +135,7 @@ def parse_sections(text, skipped=None):
         # a process whose only calls were library calls (left out: --no-libcall) shows only
         # the frames it inherited: as if it had not recorded (a fork child that only called
         # execve or _exit), which it would not have without them
-        own = [x for x in lines if re.search(r"\|  .*\(\)( \{|;)$", x)]
+        own = any(OWN_CALL.search(x) for x in lines)
         if not own and "--no-libcall" in REPORT_ARGS:
             if skipped is not None:
                 skipped.add(pid)
@@ -1080,8 +1082,9 @@ def run(cmd, cwd, **kw):
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT, **kw)
 
 
-def sh(cmd):
-    r = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+def sh(cmd, out):
+    """Builds out with the shell command cmd (through the build cache)."""
+    r = buildcache.run(cmd, out, shell=True)
     if r.returncode:
         raise AssertionError("build: %s\n%s" % (cmd, r.stderr))
 
@@ -1097,14 +1100,16 @@ def build(flagset, opt, case, work):
         if not os.path.exists(so):
             os.makedirs(os.path.dirname(so), exist_ok=True)
             sh("%s -%s -g -fno-omit-frame-pointer -fPIC -shared %s %s -I%s -o %s %s -pthread"
-               % (cc, opt, libflags, extra, PROGS, so, os.path.join(PROGS, src)))
+               % (cc, opt, libflags, extra, PROGS, so, os.path.join(PROGS, src)), so)
     stem, ext = os.path.splitext(case.src)
     exe = os.path.join(d, stem + ("-" + case.variant if case.variant else ""))
     if not os.path.exists(exe):
         compiler = CXX[cc] if ext == ".cpp" else cc
         libs = "".join(" -L%s -l%s" % (d, name) for _s, name, _e in case.needed)
         if libs:
-            libs += " -Wl,-rpath,%s" % d
+            # the libraries are next to the program: $ORIGIN finds them wherever the work
+            # directory is (the same program, from the build cache, in every run)
+            libs += " -Wl,-rpath,'$ORIGIN'"
         fp = "-fno-omit-frame-pointer"
         if not case.frame_pointer:
             # gcc's driver refuses -pg (with or without -mfentry) with -fomit-frame-pointer;
@@ -1115,7 +1120,7 @@ def build(flagset, opt, case, work):
             fp = "" if cc == "gcc" else "-fomit-frame-pointer"
         sh("%s -%s -g %s %s %s -I%s -o %s %s %s %s -pthread -ldl"
            % (compiler, opt, fp, cflags, case.cflags, PROGS, exe,
-              os.path.join(PROGS, case.src), ldflags, libs))
+              os.path.join(PROGS, case.src), ldflags, libs), exe)
     return exe
 
 

@@ -35,6 +35,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import buildcache  # noqa: E402
 from run_integration import LINE, parse_graph  # noqa: E402
 
 PROG = r"""
@@ -229,19 +231,17 @@ class Env:
 
 
 def build(work):
-    src = os.path.join(work, "ctlprog.c")
-    usrc = os.path.join(work, "untraced.c")
-    csrc = os.path.join(work, "client.c")
-    for path, text in ((src, PROG), (usrc, UNTRACED), (csrc, CLIENT)):
-        with open(path, "w") as f:
-            f.write(text)
+    # the sources where the build cache finds their programs again (else in work)
+    src = buildcache.source("ctlprog.c", PROG, work)
+    usrc = buildcache.source("untraced.c", UNTRACED, work)
+    csrc = buildcache.source("client.c", CLIENT, work)
     exe = os.path.join(work, "ctlprog")
     cmds = [["gcc", "-O2", "-g", "-c", "-o", os.path.join(work, "untraced.o"), usrc],
             ["gcc", "-O2", "-g", "-pg", "-mfentry", "-pthread", "-o", exe, src,
              os.path.join(work, "untraced.o")],
             ["gcc", "-O2", "-o", os.path.join(work, "client"), csrc]]
     for cmd in cmds:
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        r = buildcache.run(cmd, capture_output=True, text=True)
         if r.returncode:
             raise AssertionError("build failed: %s\n%s" % (" ".join(cmd), r.stderr))
     return exe
@@ -721,10 +721,8 @@ int main(int argc, char **argv) {
 
 def build_traced(e, name, text):
     """Builds C source text with -pg -mfentry into WORK/name; returns the executable."""
-    src, prog = os.path.join(e.work, name + ".c"), os.path.join(e.work, name)
-    with open(src, "w") as f:
-        f.write(text)
-    r = subprocess.run(["gcc", "-O2", "-pg", "-mfentry", "-o", prog, src], capture_output=True,
+    src, prog = buildcache.source(name + ".c", text, e.work), os.path.join(e.work, name)
+    r = buildcache.run(["gcc", "-O2", "-pg", "-mfentry", "-o", prog, src], capture_output=True,
                        text=True)
     assert r.returncode == 0, r.stderr
     return prog
@@ -852,6 +850,7 @@ def main():
         print("SKIP: gcc not installed")
         return 0
     a.bin = os.path.abspath(a.bin)
+    buildcache.use(a.bin)
     work = tempfile.mkdtemp(prefix="ftr-ctl-")
     os.chmod(work, 0o755)  # the other-user checks run a client from here
     e = Env(a.bin, work)

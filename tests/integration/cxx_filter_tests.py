@@ -34,6 +34,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import buildcache  # noqa: E402
 from run_integration import parse_graph  # noqa: E402
 from ctl_tests import wait_file  # noqa: E402
 
@@ -314,6 +316,7 @@ def main():
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="ftr-cxx-")
     t = Tools(os.path.abspath(a.bin), work)
+    buildcache.use(a.bin)
     passed = failed = 0
 
     def check(tag, fn):
@@ -334,7 +337,8 @@ def main():
             print("skip %s: not installed" % cxx)
             continue
         exe = os.path.join(work, name)
-        subprocess.run([cxx, "-O2", "-pg", "-mfentry", "-o", exe, SRC], check=True)
+        buildcache.run([cxx, "-O2", "-pg", "-mfentry", "-o", exe, SRC], check=True,
+                       capture_output=False)
         base = run([exe, "once"], work)
         path, r = t.trace(exe, ["-q"])
         assert r.returncode == 0 and r.stdout == base.stdout, r.stderr

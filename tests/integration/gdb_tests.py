@@ -21,6 +21,10 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import buildcache  # noqa: E402
+
 PROGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs")
 FLAGSETS = {"gcc-pgfentry": "-pg -mfentry", "gcc-nop": "-pg -mfentry -mnop-mcount "
             "-mrecord-mcount -fno-pie -no-pie", "gcc-pg": "-pg"}
@@ -50,6 +54,7 @@ def main():
     ap.add_argument("--bin", required=True)
     a = ap.parse_args()
     lib = os.path.join(os.path.abspath(a.bin), "libftrace.so")
+    buildcache.use(a.bin)
     if not shutil.which("gdb"):
         print("FAIL gdb is not installed (scripts/setup.sh installs it)")
         return 1
@@ -58,7 +63,7 @@ def main():
         for fs, flags in FLAGSETS.items():
             for opt in ("O0", "O2"):
                 exe = os.path.join(work, "tree-%s-%s" % (fs, opt))
-                subprocess.run("gcc -%s -g -fno-omit-frame-pointer %s -I%s -o %s %s" % (
+                buildcache.run("gcc -%s -g -fno-omit-frame-pointer %s -I%s -o %s %s" % (
                     opt, flags, PROGS, exe, os.path.join(PROGS, "tree.c")), shell=True,
                     check=True)
                 for mode, script in (("through", 0), ("hook", 0), ("through", 1), ("hook", 1)):

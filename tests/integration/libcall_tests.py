@@ -25,6 +25,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import buildcache  # noqa: E402
 from run_integration import FLAGSETS, Cases, case_args, parse_graph  # noqa: E402
 
 PROGS = os.path.join(HERE, "progs")
@@ -67,7 +69,7 @@ class Build:
                         "%s -%s %s %s -I%s -o %s %s/blibcall.c -pthread -ldl %s %s" % (
                             cc, opt, cflags, extra_cflags, PROGS, self.exe, PROGS, ldflags,
                             extra_ldflags)):
-                b = run(cmd, shell=True)
+                b = buildcache.run(cmd, shell=True, timeout=TIMEOUT)
                 assert b.returncode == 0, "build failed: %s\n%s" % (cmd, b.stderr)
 
 
@@ -234,7 +236,7 @@ def case_callers(bindir, work):
             "-Wl,-rpath,'$ORIGIN' -Wl,-rpath,'$ORIGIN/sub' -Wl,--enable-new-dtags" % (PROGS, d, PROGS, d),
             "gcc -O2 -fPIC -shared -o %s/libblc_malloc.so %s/libblc_malloc.c -ldl" % (d, PROGS)]
     for c in cmds:
-        b = run(c, shell=True)
+        b = buildcache.run(c, shell=True, timeout=TIMEOUT)
         assert b.returncode == 0, "build failed: %s\n%s" % (c, b.stderr)
     exe = os.path.join(d, "blc_origin")
     path = os.path.join(work, "o.ftr")
@@ -258,6 +260,7 @@ def case_callers(bindir, work):
 def main():
     a = case_args()
     bindir = os.path.abspath(a.bin)
+    buildcache.use(bindir)
     case = Cases("ftr-libcall-", a.keep)
     work = case.work
     for fs in a.flagset or sorted(FLAGSETS):

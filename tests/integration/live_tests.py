@@ -52,6 +52,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from run_integration import FLAGSETS, compare_runs, parse_graph  # noqa: E402
 from behaviours import Case, build  # noqa: E402
+import buildcache  # noqa: E402
 from ctl_tests import Env, report, wait_file  # noqa: E402
 
 LIB = (("liblive_dl.c", "live_dl", ""),)
@@ -555,6 +556,7 @@ def main():
             print("SKIP: %s not installed" % cc)
             return 0
     a.bin = os.path.abspath(a.bin)
+    buildcache.use(a.bin)
     work = tempfile.mkdtemp(prefix="ftr-live-")
     lv = Live(a, work)
     passed = failed = 0

@@ -22,6 +22,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import buildcache  # noqa: E402
 from run_integration import parse_graph  # noqa: E402
 
 PROGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs")
@@ -172,7 +174,7 @@ def sanitizer_checks(check, work, ftrace_run, report):
 
     for cc, san in SAN_BUILDS:
         exe = os.path.join(work, "sanitized-%s-%s" % (cc, san))
-        b = subprocess.run("%s %s -fsanitize=%s -I%s -o %s %s" % (
+        b = buildcache.run("%s %s -fsanitize=%s -I%s -o %s %s" % (
             cc, SAN_FLAGS, san, PROGS, exe, src), shell=True, capture_output=True, text=True)
         base = run([exe, "4"], work) if b.returncode == 0 else None
         if base is None or base.stdout != "sanitized 14 14 7\n" or base.returncode != 5:
@@ -255,7 +257,7 @@ def sanitizer_checks(check, work, ftrace_run, report):
             own = same_run(r, base)
             assert len(own) == 1 and " calls traced into " in own[0], "ftrace-run: %r" % own
             plain = os.path.join(work, "tree-asanpre")
-            subprocess.run(["gcc", "-O2", "-pg", "-mfentry", "-I" + PROGS, "-o", plain,
+            buildcache.run(["gcc", "-O2", "-pg", "-mfentry", "-I" + PROGS, "-o", plain,
                             os.path.join(PROGS, "tree.c")], check=True)
             trace = os.path.join(work, "pre.ftr")
             r = run([ftrace_run, "-q", "-o", trace, plain, str(N)], work, env=env)
@@ -272,6 +274,7 @@ def main():
                     help="only the programs built with a sanitizer")
     a = ap.parse_args()
     bindir = os.path.abspath(a.bin)
+    buildcache.use(bindir)
     ftrace_run = os.path.join(bindir, "ftrace-run")
     report = os.path.join(bindir, "ftrace-report")
     lib = os.path.join(bindir, "libftrace.so")
@@ -300,7 +303,7 @@ def main():
     }
     for bname, cc in builds.items():
         exe = os.path.join(work, "tree-" + bname)
-        subprocess.run("%s -I%s -o %s %s/tree.c" % (cc, PROGS, exe, PROGS), shell=True,
+        buildcache.run("%s -I%s -o %s %s/tree.c" % (cc, PROGS, exe, PROGS), shell=True,
                        check=True)
         base = run([exe, str(N)], work)
         for opts, env, want in CASES:
@@ -329,7 +332,7 @@ def main():
         # traced duration lies between: the hooks run in between, and may be preempted on a
         # loaded machine, around a system call most of all), and the clock named in --info
         slp = os.path.join(work, "sleeper-" + bname)
-        subprocess.run("%s -I%s -o %s %s/sleeper.c" % (cc, PROGS, slp, PROGS), shell=True,
+        buildcache.run("%s -I%s -o %s %s/sleeper.c" % (cc, PROGS, slp, PROGS), shell=True,
                        check=True)
         auto = "TSC at" if tsc_trusted() else "CLOCK_MONOTONIC (the "
         for clock, named in (("auto", auto), ("tsc", "TSC at"),
@@ -355,7 +358,7 @@ def main():
             check("%s/clock %s: a 100 ms sleep within 2%%" % (bname, clock), sleep_ok)
         # functions whose sites cannot be patched: named in the one summary line
         odd = os.path.join(work, "skipped-" + bname)
-        subprocess.run("%s %s -I%s -o %s %s/skipped.c" % (
+        buildcache.run("%s %s -I%s -o %s %s/skipped.c" % (
             cc, "-DLIST_SITES" if "mcount" in cc else "", PROGS, odd, PROGS), shell=True,
             check=True)
 
@@ -376,7 +379,7 @@ def main():
 
         # fork children that record say nothing: one summary line for the whole run
         forker = os.path.join(work, "bproc-" + bname)
-        subprocess.run("%s -I%s -o %s %s/bproc.c" % (cc, PROGS, forker, PROGS), shell=True,
+        buildcache.run("%s -I%s -o %s %s/bproc.c" % (cc, PROGS, forker, PROGS), shell=True,
                        check=True)
 
         def one_line(forker=forker):
@@ -397,7 +400,7 @@ def main():
         check("%s/unmatched filter names the nearest" % bname, unmatched)
 
     plain = os.path.join(work, "plain")
-    subprocess.run("gcc -O2 -I%s -o %s %s/tree.c" % (PROGS, plain, PROGS), shell=True, check=True)
+    buildcache.run("gcc -O2 -I%s -o %s %s/tree.c" % (PROGS, plain, PROGS), shell=True, check=True)
     for cmdline, status, text in BAD:
         tag = "bad input: %s" % " ".join(cmdline)
 
@@ -418,7 +421,7 @@ def main():
     check("uninstrumented program runs untraced with one line", uninstrumented)
 
     static = os.path.join(work, "static")
-    if subprocess.run("gcc -O2 -static -pg -mfentry -I%s -o %s %s/tree.c" % (PROGS, static, PROGS),
+    if buildcache.run("gcc -O2 -static -pg -mfentry -I%s -o %s %s/tree.c" % (PROGS, static, PROGS),
                       shell=True, capture_output=True).returncode == 0:
         def static_bin():
             base = run([static, str(N)], work)

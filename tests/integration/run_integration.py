@@ -19,6 +19,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import buildcache  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGS = os.path.join(HERE, "progs")
 
@@ -86,35 +89,48 @@ def expect_threads():
 
 
 LINE = re.compile(r"^\s*(\d+)\) ([^|]*)\|  ( *)(.*)$")
+INHERITED = " /* inherited from the parent */"  # a frame a fork child entered
+RESUMED = " /* resumed */"  # a coroutine's frame again: not a new call
 
 
 def parse_graph(text):
     """Graph text -> {tid: Counter(folded stack -> calls)}; checks nesting as it goes."""
     stacks = collections.defaultdict(list)
+    # per thread, the folded stack of each open frame (paths[tid][i]: stack[:i + 1] joined):
+    # a call's path is its parent's and its name, however deep (reports run a million lines)
+    paths = collections.defaultdict(list)
     folded = collections.defaultdict(collections.Counter)
+    match = LINE.match
     for line in text.splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        m = LINE.match(line)
-        if not m:
+        m = match(line)
+        if m is None:
+            if line.startswith("#") or not line.strip():
+                continue
             raise AssertionError("unparsable graph line: %r" % line)
-        tid, _dur, indent, body = int(m.group(1)), m.group(2), m.group(3), m.group(4)
-        depth = len(indent) // 2
-        st = stacks[tid]
+        tid, _dur, indent, body = m.groups()
         if body.startswith("/*"):
             continue  # a comment line (lost events and the like)
-        if body.endswith(" /* inherited from the parent */"):  # a frame a fork child entered
-            body = body[:-len(" /* inherited from the parent */")]
-        resumed = body.endswith(" /* resumed */")  # a coroutine's frame again: not a new call
+        tid = int(tid)
+        st = stacks[tid]
+        if body.endswith(INHERITED):
+            body = body[:-len(INHERITED)]
+        resumed = body.endswith(RESUMED)
         if resumed:
-            body = body[:-len(" /* resumed */")]
-        if depth != len(st) - (1 if body.startswith("}") else 0):
-            raise AssertionError("tid %d: depth %d but %d open: %r" % (tid, depth, len(st), line))
+            body = body[:-len(RESUMED)]
+        if len(indent) // 2 != len(st) - (1 if body.startswith("}") else 0):
+            raise AssertionError("tid %d: depth %d but %d open: %r" % (
+                tid, len(indent) // 2, len(st), line))
         if body.endswith("();"):
-            folded[tid][";".join(st + [body[:-3]])] += 0 if resumed else 1
+            pt = paths[tid]
+            name = body[:-3]
+            folded[tid][pt[-1] + ";" + name if pt else name] += 0 if resumed else 1
         elif body.endswith("() {"):
-            st.append(body[:-4])
-            folded[tid][";".join(st)] += 0 if resumed else 1
+            pt = paths[tid]
+            name = body[:-4]
+            path = pt[-1] + ";" + name if pt else name
+            st.append(name)
+            pt.append(path)
+            folded[tid][path] += 0 if resumed else 1
         elif body.startswith("} /* "):
             name = body[5:-3] if body.endswith(" */") else body[5:]  # names may hold spaces
             for why in (" (unwound)", " (suspended)"):
@@ -123,6 +139,7 @@ def parse_graph(text):
             if not st or st[-1] != name:
                 raise AssertionError("tid %d: closing %s but open is %s" % (tid, name, st))
             st.pop()
+            paths[tid].pop()
         else:
             raise AssertionError("unknown graph line: %r" % line)
     return folded, {tid: st for tid, st in stacks.items() if st}
@@ -224,17 +241,20 @@ def build(cc, opt, cflags, ldflags, libflags, work, src, libs, lib=None):
     """Builds progs/SRC (with progs/LIB as a shared library it links, if given) into WORK unless
     it is there already; returns the executable. Raises BuildError(command, compiler output)."""
     exe = os.path.join(work, "%s-%s" % (src[:-2], opt))
-    cmd = ""
+    if os.path.exists(exe):
+        return exe
     if lib:
         so = os.path.join(work, "lib%s-%s.so" % (lib[3:-2], opt))
-        cmd = ("%s -%s -g -fPIC -shared %s -I%s -o %s %s -pthread && "
+        cmd = ("%s -%s -g -fPIC -shared %s -I%s -o %s %s -pthread"
                % (cc, opt, libflags, PROGS, so, os.path.join(PROGS, lib)))
+        r = buildcache.run(cmd, so, shell=True)
+        if r.returncode:
+            raise BuildError(cmd, r.stderr)
         libs += " %s -Wl,-rpath,%s" % (so, work)
-    cmd += ("%s -%s -g -fno-omit-frame-pointer %s -I%s -o %s %s %s %s"
-            % (cc, opt, cflags, PROGS, exe, os.path.join(PROGS, src), ldflags, libs))
-    r = (subprocess.run(cmd, shell=True, capture_output=True, text=True)
-         if not os.path.exists(exe) else None)
-    if r and r.returncode:
+    cmd = ("%s -%s -g -fno-omit-frame-pointer %s -I%s -o %s %s %s %s"
+           % (cc, opt, cflags, PROGS, exe, os.path.join(PROGS, src), ldflags, libs))
+    r = buildcache.run(cmd, exe, shell=True)
+    if r.returncode:
         raise BuildError(cmd, r.stderr)
     return exe
 
@@ -337,6 +357,7 @@ def run_matrix(a, cases, run_one, prefix, wanted=lambda name, case, opt: True):
     a.bin = os.path.abspath(a.bin)
     run_bin = os.path.join(a.bin, "ftrace-run")
     report_bin = os.path.join(a.bin, "ftrace-report")
+    buildcache.use(a.bin)
     work = tempfile.mkdtemp(prefix=prefix)
     opts = ["O0", "O2"] if a.opt == "both" else [a.opt]
     passed = failed = 0
@@ -352,6 +373,7 @@ def run_matrix(a, cases, run_one, prefix, wanted=lambda name, case, opt: True):
         shutil.rmtree(work, ignore_errors=True)
     else:
         print("work directory kept: %s" % work)
+    print(buildcache.summary())
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

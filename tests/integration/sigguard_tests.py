@@ -21,6 +21,9 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import buildcache  # noqa: E402
 TOP = os.path.dirname(os.path.dirname(HERE))
 PROGS = os.path.join(HERE, "progs")
 PRELOAD = os.path.join(TOP, "preload")
@@ -47,7 +50,7 @@ def build(cc, tmp):
                                 os.path.join(PRELOAD, "sigguard.c"),
                                 os.path.join(PROGS, "sigguard_shim.c"), "-o", shim, "-ldl"],
                 [cc] + flags + [os.path.join(PROGS, "sigguard_prog.c"), "-o", prog, "-ldl"]):
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        r = buildcache.run(cmd, capture_output=True, text=True, timeout=120)
         if r.returncode != 0 or r.stderr.strip():
             sys.exit("build failed: %s\n%s" % (" ".join(cmd), r.stderr))
     return shim, prog
@@ -216,6 +219,8 @@ def main():
     ap.add_argument("--bin", help="ignored (the build directory, as for the other tests)")
     ap.add_argument("--keep", action="store_true", help="keep the build directory")
     a = ap.parse_args()
+    if a.bin:
+        buildcache.use(a.bin)
     tmp = tempfile.mkdtemp(prefix="sigguard.")
     try:
         r = Runner(*build(a.cc, tmp))

@@ -32,6 +32,7 @@ import tempfile
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import buildcache  # noqa: E402
 from run_integration import FLAGSETS, PROGS, parse_graph  # noqa: E402
 
 CXX = {"gcc": "g++", "clang": "clang++"}
@@ -112,7 +113,7 @@ def build(flagset, prog, work):
     exe = os.path.join(work, prog)
     cmd = "%s -O2 -g -fno-omit-frame-pointer %s -I%s -o %s %s %s -pthread %s" % (
         compiler, cflags, PROGS, exe, os.path.join(PROGS, src), ldflags, libs)
-    r = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+    r = buildcache.run(cmd, exe, shell=True)
     if r.returncode:
         raise Failed("build: %s\n%s" % (cmd, r.stderr.strip()))
     return exe
@@ -303,6 +304,7 @@ def main():
             ap.error("no mode %s (modes: %s)" % (m, ", ".join(MODES)))
     modes = [m for m in MODES if m in only or (not only and m not in KNOWN_FAILING)]
     bindir = os.path.abspath(a.bin)
+    buildcache.use(bindir)
     work = tempfile.mkdtemp(prefix="ftr-stacks-")
     print("# FTRACE_EXIT=%s, %d traced runs per mode" % (os.environ.get("FTRACE_EXIT", "through"),
                                                          a.runs))

@@ -29,6 +29,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import buildcache  # noqa: E402
 from run_integration import FLAGSETS, case_args  # noqa: E402
 
 PROGS = os.path.join(HERE, "progs")
@@ -206,8 +208,9 @@ def one(bindir, work, fs, opt, src, specs, want, by_env=False):
         cc = "g++" if cc == "gcc" else "clang++"
     exe = os.path.join(work, "%s-%s-%s" % (os.path.splitext(src)[0], fs, opt))
     if not os.path.exists(exe):
-        b = run("%s -%s -g %s -o %s %s %s" % (cc, opt, cflags, exe, os.path.join(PROGS, src),
-                                              ldflags), shell=True)
+        b = buildcache.run("%s -%s -g %s -o %s %s %s" % (cc, opt, cflags, exe,
+                                                         os.path.join(PROGS, src), ldflags),
+                           shell=True)
         assert b.returncode == 0, "build failed: %s" % b.stderr
     if fs == "clang-pg":
         # clang -pg calls mcount in a variadic function only after saving its register area
@@ -256,8 +259,8 @@ def check_ctl(bindir, work):
     and changes nothing."""
     exe = os.path.join(work, "bvalues_loop")
     if not os.path.exists(exe):
-        b = run("gcc -O2 -g -pg -mfentry -o %s %s" % (exe, os.path.join(PROGS, "bvalues_loop.c")),
-                shell=True)
+        b = buildcache.run("gcc -O2 -g -pg -mfentry -o %s %s" % (
+            exe, os.path.join(PROGS, "bvalues_loop.c")), shell=True)
         assert b.returncode == 0, b.stderr
     trace, stop = os.path.join(work, "loop.ftr"), os.path.join(work, "stop")
     # at start, a spec that selects nothing is said in one line each; the program runs on
@@ -311,6 +314,7 @@ def check_ctl(bindir, work):
 def main():
     a = case_args()
     bindir = os.path.abspath(a.bin)
+    buildcache.use(bindir)
     work = tempfile.mkdtemp(prefix="ftr-values-")
     passed = failed = 0
 
