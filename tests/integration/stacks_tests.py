@@ -5,10 +5,11 @@ coroutines, a clone() thread sharing its creator's TLS, a clone(CLONE_VM|CLONE_V
 boost.context (callcc generators, fibers migrating between threads, forced unwinding).
 
 The programs are tests/integration/progs/bstacks.c, bgreen.c (signal handlers that switch
-stacks) and bstacks_boost.cpp (each mode described at the top of its file). Every mode prints a deterministic answer and then its own counts of
-the traced functions it ran ("count FUNC N"; "maybe FUNC N": N or none; "atmost FUNC N": N or
-fewer, the others run untraced; "aside FUNC N": N, or where ftrace-run stepped aside (and said
-so in its one line on stderr) at most N with those open at the end; "path P N": the root
+stacks) and bstacks_boost.cpp (each mode described at the top of its file). Every mode prints a
+deterministic answer and then its own counts of the traced functions it ran ("count FUNC N";
+"maybe FUNC N": N or none; "atmost FUNC N": N or fewer, the others run untraced; "aside FUNC N":
+N, or where ftrace-run stepped aside (and said so in its one line on stderr) at most N with
+those open at the end; "path P N": the root
 process's call paths, exactly). Per flag set, each mode runs once untraced (it must exit 0 and
 print its counts) and --runs times under ftrace-run -q (FTRACE_EXIT and the other FTRACE_*
 variables come from the environment), each run under a 30 s timeout; every traced run must
@@ -16,7 +17,8 @@ print the same stdout and stderr and exit the same way, and ftrace-report --summ
 each FUNC exactly N times, none open at the end, with nothing said on stderr.
 
 Modes in KNOWN_FAILING (a hostile program the tracer does not handle yet) run only when --only
-names them.
+names them; a "MODE@FLAGSET" there fails in that flag set only, and runs there only with
+FTR_KNOWN_FAILING=1 in the environment.
 
 usage: stacks_tests.py --bin BUILD_DIR [--flagset NAME ...] [--only MODE,...] [--runs N] [--keep]
 """
@@ -66,7 +68,9 @@ MODES = {
 }
 # Modes that fail today, run only when --only names them (docs/design.md, "Left, from a hostile
 # review"): the hostile program is kept, seen failing, for the fix to come.
-KNOWN_FAILING = set()
+# handler-altjmp built by clang (-fpatchable-function-entry=5), where hooks read the TSC: "1 exit
+# did not match the open call" in most runs, the code before the handler list too (design.md).
+KNOWN_FAILING = {"handler-altjmp@clang-pfe5"}
 # What ftrace-run says when it steps aside from a thread whose signal handler switched stacks
 # while a hook it interrupted was running (preload/switch.c)
 ASIDE_LINE = "ftrace-run: a signal handler switched stacks while the tracer's hook"
@@ -334,6 +338,10 @@ def main():
                 failed += 1
         for m in modes:
             if MODES[m][0] not in exes:
+                continue
+            known = "%s@%s" % (m, flagset) in KNOWN_FAILING
+            if known and os.environ.get("FTR_KNOWN_FAILING") != "1":
+                print("SKIP %s/%s: known to fail there (KNOWN_FAILING)" % (flagset, m))
                 continue
             if run_mode(flagset, m, exes[MODES[m][0]], d, a.runs, bindir):
                 passed += 1
