@@ -399,7 +399,11 @@ static inline int left_above(uintptr_t sp, uintptr_t hook_sp)
 }
 static __attribute__((noinline)) void left_behind(struct ftr_tls *t, uintptr_t sp)
 {
-    if (ftr_stack_class(t, sp) == ftr_stack_class(t, t->hook_sp))
+    /* The stacks of the words below the marks: an exit hook's mark is its slot + 8, which may
+     * be the first byte of an array at the bottom of the caller's frame, a sigaltstack (its
+     * SIGSEGV handler's hooks, at the top of that array, settled an exit hook the SIGALRM
+     * handler of the program had interrupted: handler-altjmp built by clang) */
+    if (ftr_stack_class(t, sp - 8) == ftr_stack_class(t, t->hook_sp - 8))
         settle_abandoned(t, sp, t->hook_sp);
 }
 

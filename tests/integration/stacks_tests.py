@@ -68,9 +68,7 @@ MODES = {
 }
 # Modes that fail today, run only when --only names them (docs/design.md, "Left, from a hostile
 # review"): the hostile program is kept, seen failing, for the fix to come.
-# handler-altjmp built by clang (-fpatchable-function-entry=5), where hooks read the TSC: "1 exit
-# did not match the open call" in most runs, the code before the handler list too (design.md).
-KNOWN_FAILING = {"handler-altjmp@clang-pfe5"}
+KNOWN_FAILING = set()
 # What ftrace-run says when it steps aside from a thread whose signal handler switched stacks
 # while a hook it interrupted was running (preload/switch.c)
 ASIDE_LINE = "ftrace-run: a signal handler switched stacks while the tracer's hook"
