@@ -606,23 +606,25 @@ static HOT_INLINE uintptr_t exit_hook(struct ftr_tls *t, uintptr_t sp, const uin
     return ret;
 }
 
-/* A hooked frame returns in a signal handler that interrupted a switch (it switched stacks by
- * hand): the book gives the address; this thread's entries are not touched, and it steps aside
- * (its entries no longer tell its frames). */
-static __attribute__((noinline, cold)) uintptr_t switching_exit(struct ftr_tls *t, uintptr_t sp)
+/* A hooked frame returns where this thread's entries no longer tell its frames (in a signal
+ * handler that interrupted a switch and switched stacks by hand; or a handler's return after a
+ * switch under a hook it interrupted): the book gives the address, the entries are not
+ * touched, and the thread steps aside (step_aside: switch.c's reason). */
+static __attribute__((noinline, cold)) uintptr_t aside_exit(struct ftr_tls *t, uintptr_t sp,
+                                                            void (*step_aside)(struct ftr_tls *))
 {
     uintptr_t slot = sp - sizeof(uintptr_t), ret = take_return(slot, NULL);
     if (!ret) lost_return();
     *(volatile uintptr_t *)slot = ret;
     SIGNAL_FENCE();
-    ftr_switch_spoiled(t);
+    step_aside(t);
     return ret;
 }
 
 uintptr_t ftr_hook_exit(uintptr_t sp, const uintptr_t *rv)
 {
     struct ftr_tls *t = &ftr_tls;
-    if (unlikely(t->state == FTR_T_SWITCHING)) return switching_exit(t, sp);
+    if (unlikely(t->state == FTR_T_SWITCHING)) return aside_exit(t, sp, ftr_switch_spoiled);
     struct marks m = marks_enter(t, sp);
     uintptr_t ret = exit_hook(t, sp, rv);
     marks_leave(t, &m);
@@ -635,12 +637,7 @@ uintptr_t ftr_hook_sigexit(uintptr_t sp, const uintptr_t *rv)
 {
     struct ftr_tls *t = &ftr_tls;
     if (likely(ftr_handler_returns(t, sp - sizeof(uintptr_t)))) return ftr_hook_exit(sp, rv);
-    uintptr_t slot = sp - sizeof(uintptr_t), ret = take_return(slot, NULL);
-    if (!ret) lost_return();
-    *(volatile uintptr_t *)slot = ret;
-    SIGNAL_FENCE();
-    ftr_handler_switched(t);
-    return ret;
+    return aside_exit(t, sp, ftr_handler_switched);
 }
 
 /* The body of a called-through function returned: its slot still holds the real return

@@ -155,7 +155,7 @@ static inline int aside(const uintptr_t *slot)
 /* switch.c: a signal handler that interrupted a coroutine switch switched too, or jumped out of
  * it, or returned through a hooked frame: the thread steps aside. */
 void ftr_switch_spoiled(struct ftr_tls *t) FTR_HIDDEN;
-/* switch.c: a signal handler that interrupted a hook switched stacks by hand (hooks.c, sig_pop):
+/* switch.c: a signal handler that interrupted a hook switched stacks by hand (handlers.h):
  * the thread steps aside. */
 void ftr_handler_switched(struct ftr_tls *t) FTR_HIDDEN;
 

@@ -328,7 +328,8 @@ NOTRACE static void run_handlers(int nested)
         stack_t off = {.ss_flags = SS_DISABLE};
         sigaltstack(&off, NULL);
     }
-    printf("%s: %d ticks\n", nested ? "nested" : "altjmp", ticks + (int)(s & 0));
+    KEEP(s);
+    printf("%s: %d ticks\n", nested ? "nested" : "altjmp", ticks);
     SHOW(h_alrm);
     SHOW(h_work);
     if (nested) {
