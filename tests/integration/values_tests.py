@@ -297,17 +297,24 @@ def check_ctl(bindir, work):
     phase, seen = 0, [0, 0, 0, 0]
     forms = [re.compile(r"^  work\(\);$"), re.compile(r'^  work\((\d+), "xyz"\);$'),
              re.compile(r'^  work\((\d+), "xyz"\) = (\d+);$'), re.compile(r"^  work\(\) = (\d+);$")]
+    # A change's mark is timed once the sites are rewritten (values.c): the calls made while
+    # they were may show the next form just before it, and only there.
+    early = False
     for line in body_lines(r.stdout):
         if line.startswith("  /* "):
             phase += 1
+            early = False
             continue
         if not line.startswith("  work"):
             continue
-        m = forms[phase].match(line)
+        m = None if early else forms[phase].match(line)
+        if not m and phase + 1 < len(forms):
+            m = forms[phase + 1].match(line)
+            early = m is not None
         assert m, "phase %d: %r" % (phase, line)
-        if phase == 2:
+        if phase + early == 2:
             assert int(m.group(2)) == int(m.group(1)) + 1, line
-        seen[phase] += 1
+        seen[phase + early] += 1
     assert phase == 3 and all(seen), "marks %d, calls per phase %s" % (phase, seen)
 
 
