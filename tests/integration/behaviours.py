@@ -22,7 +22,7 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import buildcache  # noqa: E402
 from run_integration import (FLAGSETS, PROGS, arg_parser, check_chrome, compare_runs,  # noqa: E402
-                             parse_graph, run_matrix, same_trees)
+                             parse_graph_sections, run_matrix, same_trees)
 
 CXX = {"gcc": "g++", "clang": "clang++"}
 TIMEOUT = 60
@@ -64,6 +64,13 @@ VALUES_ENV = ({"FTRACE_AUTO_ARGS": "1", "FTRACE_ARGS": "*@arg1/s,arg2/s,fparg1,a
               if os.environ.get("FTRACE_TEST_VALUES") else {})
 # The configuration the base_only cases run in
 BASE_FLAGSET = "gcc-pgfentry"
+# FTR_STRESS_DIV=N (scripts/stress.sh's repeats): the costly cases' loops run n / N times, at
+# least once (progs/behave.h's scaled(), which reads the same variable), and so do their counts
+STRESS_DIV = max(1, int(os.environ.get("FTR_STRESS_DIV", "1") or 1))
+
+
+def scaled(n):
+    return max(1, n // STRESS_DIV) if STRESS_DIV > 1 else n
 
 
 def base_config(flagset):
@@ -112,35 +119,22 @@ class Result:
 
 
 Section = collections.namedtuple("Section", "header pid folded open")
-HEADER = re.compile(r"^# ftrace-run: .*  pid (\d+)  \d+ threads?  ")
-OWN_CALL = re.compile(r"\|  .*\(\)( \{|;)$")  # a graph line of a call (not a comment)
 
 
 def parse_sections(text, skipped=None):
     """The report, one section per process (each starting with its '# ftrace-run: ... pid N'
-    header line), each parsed by parse_graph; the pids of sections left out go to skipped."""
-    sections, cur = [], None
-    for line in text.splitlines(True):
-        m = HEADER.match(line) if line.startswith("# ftrace-run: ") else None
-        if m:
-            cur = [line, int(m.group(1)), []]
-            sections.append(cur)
-        elif cur is not None:
-            cur[2].append(line)
-        elif line.strip() and not line.startswith("#"):
-            raise AssertionError("graph line before any header: %r" % line)
+    header line), parsed as parse_graph does (one graph-fold for them all); the pids of
+    sections left out go to skipped."""
     out = []
-    for header, pid, lines in sections:
-        folded, open_calls = parse_graph("".join(lines))
+    for header, pid, own, folded, open_calls in parse_graph_sections(text):
         # a process whose only calls were library calls (left out: --no-libcall) shows only
         # the frames it inherited: as if it had not recorded (a fork child that only called
         # execve or _exit), which it would not have without them
-        own = any(OWN_CALL.search(x) for x in lines)
         if not own and "--no-libcall" in REPORT_ARGS:
             if skipped is not None:
                 skipped.add(pid)
             continue
-        out.append(Section(header.rstrip("\n"), pid, folded, open_calls))
+        out.append(Section(header, pid, folded, open_calls))
     return out
 
 
@@ -259,7 +253,7 @@ def check_handlers(mode, kicker):
     return check
 
 
-HELD_CHILDREN, HELD_BURSTS = 40, 5
+HELD_CHILDREN, HELD_BURSTS = scaled(40), 5
 
 
 def check_heldexit(r):
@@ -373,7 +367,7 @@ def check_jmpprof(r):
     main's return (a record the jump abandoned half written, a hole in the thread's chunk, must
     not end what is written)."""
     one_well_formed_tree(r, r"^main(;job(;mid(;leaf)?)?)?(;on_prof)?$",
-                         {"main": (1, 1), "main;job": (150, 10 ** 9)})
+                         {"main": (1, 1), "main;job": (scaled(150), 10 ** 9)})
 
 
 def check_jmpfill(r):
@@ -381,7 +375,7 @@ def check_jmpfill(r):
     matched (a hook's record that the handler's chunk switch sent to the writer, which zeroed
     the chunk for reuse before the jump, still counts as written)."""
     one_well_formed_tree(r, r"^main(;job(;mid(;leaf)?)?)?(;on_jmpfill(;fill3)?)?$",
-                         {"main": (1, 1), "main;job": (250, 10 ** 9)})
+                         {"main": (1, 1), "main;job": (scaled(250), 10 ** 9)})
 
 
 def check_sigswitch(r):
@@ -393,7 +387,7 @@ def check_sigswitch(r):
     for t in r.trees():
         for p, n in t.items():
             c[p.split(";")[-1]] += n
-    want = {"main": 1, "sw_ping": 20000, "co_pong": 20000, "sw_body": 1}
+    want = {"main": 1, "sw_ping": scaled(20000), "co_pong": scaled(20000), "sw_body": 1}
     assert all(c[f] == n for f, n in want.items()), "counts: %s" % dict(c)
     assert c["on_tick"] == c["tick_work"] and c["on_tick"] > 0, "handler calls: %s" % dict(c)
 
@@ -679,7 +673,8 @@ def check_many(r):
             kind, pid = line.split()
             kinds[kind].append(int(pid))
     assert [len(kinds[k]) for k in ("parent", "true", "image", "fork", "quiet")] == \
-        [1, 50, 50, 50, 51], "bp_many.txt: %s" % {k: len(v) for k, v in kinds.items()}
+        [1] + [scaled(50)] * 3 + [scaled(50) + 1], "bp_many.txt: %s" % {
+            k: len(v) for k, v in kinds.items()}
     by_pid = collections.defaultdict(list)
     for s in r.sections:
         by_pid[s.pid].append(s)
@@ -691,7 +686,8 @@ def check_many(r):
             [(p, [k for k in kinds if p in kinds[k]]) for p in sorted(want - set(by_pid))][:5])
     parent = by_pid[kinds["parent"][0]][0]
     assert_trees(list(parent.folded.values()), [{
-        "main": 1, "main;quiet_child": 1, "main;spawn_many": 1, "main;spawn_many;spawn_one": 200}],
+        "main": 1, "main;quiet_child": 1, "main;spawn_many": 1,
+        "main;spawn_many;spawn_one": scaled(200)}],
         list(parent.open.values()), [], "parent")
     for pid in kinds["image"]:
         s = by_pid[pid][0]
@@ -880,8 +876,8 @@ CASES = {
         [{"main": 1}, {"kthread": 1, "kdtor": 1, "kdtor;kwork": 1}]), needed=HOSTILE_LIB),
     "hostile-exit3": Case("bhostile.c", ["exit3"], check_exit3, needed=HOSTILE_LIB),
     "hostile-altjmp": Case("bhostile.c", ["altjmp"], exact([{
-        "main": 1, "main;trigger": 10000, "main;trigger;on_alt": 10000,
-        "main;trigger;on_alt;alt_work": 10000, "main;final": 1}]), needed=HOSTILE_LIB),
+        "main": 1, "main;trigger": scaled(10000), "main;trigger;on_alt": scaled(10000),
+        "main;trigger;on_alt;alt_work": scaled(10000), "main;final": 1}]), needed=HOSTILE_LIB),
     "signals-smallalt": Case("bsignals.c", ["smallalt"], exact(
         [{"main": 1}, {"small_work": 1, "small_work;handler_work": 5}])),
     "jmp-longjmp": Case("bjmp.c", ["longjmp"], exact([jump_tree()])),
@@ -935,7 +931,7 @@ CASES = {
     # a handler with a 200 KiB frame, every 20 us, on threads whose slow paths come every 128
     # calls (4 KiB chunks): it must run on the thread's stack, never on the tracer's private one
     **{"signal-big-handler" + suffix: Case("bsigstack.c", [sig], exact(
-        [{"main": 1}] + [dict({"worker": 1}, **{"worker" + ";fstep" * k: 2500
+        [{"main": 1}] + [dict({"worker": 1}, **{"worker" + ";fstep" * k: scaled(2500)
                                                 for k in range(1, 22)})] * 2),
         env={"FTRACE_BUFSIZE": "4"}) for suffix, sig in (("", "usr1"), ("-trap", "trap"),
                                                            ("-bus", "bus"))},
@@ -1046,11 +1042,13 @@ CASES = {
         exact([{"main": 1, "main;phase": 20, "main;phase;leaf": 4000}]))),
     # the writer flushing every millisecond, while the program frees and refills fds 3..20
     "limit-fdreuse": Case("blimits.c", ["reuse"], exact(
-        [{"main": 1, "main;phase1": 20000, "main;phase1;leaf": 20000}]),
+        [{"main": 1, "main;phase1": scaled(20000),
+          "main;phase1;leaf": scaled(20000)}]),
         env={"FTRACE_FLUSH_MS": "1"}, base_only=True),
     # the same while the control server accepts connection after connection
     "limit-ctlreuse": Case("blimits.c", ["ctlreuse"], exact(
-        [{"main": 1, "main;phase1": 5000, "main;phase1;leaf": 5000}]), base_only=True),
+        [{"main": 1, "main;phase1": scaled(5000), "main;phase1;leaf": scaled(5000)}]),
+        base_only=True),
     # ... and after a thread was cancelled inside close()
     "limit-cancelclose": Case("blimits.c", ["cancelclose"], exact(
         [{"main": 1, "main;phase1": 100, "main;phase1;leaf": 100}])),
@@ -1130,7 +1128,12 @@ def mcount_shaped(flagset):
     return cc == "gcc" and "-pg" in cflags.split() and "-mfentry" not in cflags.split()
 
 
-def run_case(flagset, opt, name, case, work, run_bin, report_bin):
+def run_case(flagset, opt, name, case, work, run_bin, report_bin, bases=None):
+    """One case's untraced and traced runs and every check; bases (a dict, --repeat): the
+    untraced run of each case, kept for the repeats (a program that answers differently from
+    one run to the next fails its case anyway). A repeat leaves out the check of the --chrome
+    view against the graph (the report's own consistency, which its first run checked; the
+    JSON is the largest text a case makes)."""
     tag = "%s/%s/%s" % (flagset, opt, name)
     traced = None
     t0 = time.monotonic()
@@ -1139,7 +1142,12 @@ def run_case(flagset, opt, name, case, work, run_bin, report_bin):
         facts = case.verify(exe, opt, flagset) if case.verify else None
         cwd = os.path.dirname(exe)
         trace = os.path.join(cwd, "%s.ftr" % name)
-        base = run([exe] + case.args, cwd)
+        base = bases.get(tag) if bases is not None else None
+        repeat = base is not None
+        if base is None:
+            base = run([exe] + case.args, cwd)
+            if bases is not None:
+                bases[tag] = base
         traced = run([run_bin, "-q", "-o", trace, exe] + case.args, cwd,
                      env=dict(os.environ, **VALUES_ENV, **case.env))
         compare_runs(base, traced, case.stderr)
@@ -1171,6 +1179,7 @@ def run_case(flagset, opt, name, case, work, run_bin, report_bin):
             missing = [n for n in LIBCALLS.get(name.split("/")[-1], ()) if n not in called]
             assert not missing, "library calls not in the report: %s (it has %s)" % (
                 missing, sorted(called))
+        if case.report and not repeat:
             ch = run([report_bin] + REPORT_ARGS + ["--chrome", trace], cwd)
             assert ch.returncode == 0, "ftrace-report --chrome failed: %s" % ch.stderr
             chrome_open = check_chrome(ch.stdout, skipped)
@@ -1228,8 +1237,10 @@ def main():
         if not any(picked(c, n) for c in CASES):
             ap.error("no case %s (cases: %s)" % (n, ", ".join(sorted(CASES))))
     cc = FLAGSETS[a.flagset][0]
+    bases = {} if a.repeat > 1 else None
+
     def repeated(*args):
-        return all(run_case(*args) for _ in range(a.repeat))
+        return all(run_case(*args, bases=bases) for _ in range(a.repeat))
     return run_matrix(a, CASES, repeated, "ftr-bh-",
                       lambda name, case, opt: opt in case.opts and cc in case.compilers and
                       (base_config(a.flagset) or not case.base_only) and

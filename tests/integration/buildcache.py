@@ -43,8 +43,10 @@ stats = {"hits": 0, "misses": 0}
 
 
 def use(bindir):
-    """The cache for the build directory bindir (unless FTR_BUILD_CACHE says otherwise)."""
+    """The cache for the build directory bindir (unless FTR_BUILD_CACHE says otherwise).
+    Also names bindir's graph-fold, which parse_graph (run_integration.py) runs: FTR_GRAPH_FOLD."""
     global _dir
+    os.environ["FTR_GRAPH_FOLD"] = os.path.join(os.path.abspath(bindir), "graph-fold")
     env = os.environ.get("FTR_BUILD_CACHE", "")
     if env == "0":
         _dir = None

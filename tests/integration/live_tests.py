@@ -31,11 +31,12 @@ No timed assertion: a hang (every run has a timeout) or a count the program repo
 fails a case.
 
 usage: live_tests.py --bin DIR [--flagset NAME] [--opt O0|O2] [--quick] [--commands N]
-                     [--only NAME,...] [--keep]
+                     [--only NAME,...] [--repeat N] [--keep]
   --flagset      instrumentation of the programs (run_integration.FLAGSETS; default
                  gcc-pgfentry); gprof_sleep is always built with plain gcc -pg
   --quick        fewer ftrace-ctl requests and shorter runs (what ctest runs)
   --commands N   ftrace-ctl requests of the long cases (default: hundreds; --quick: tens)
+  --repeat N     each case N times (scripts/stress.sh)
 """
 import argparse
 import collections
@@ -440,19 +441,21 @@ def case_replaced_exe(lv):
     pb.done()
 
 
-GPROF_OUT = "nanosleep 1.5 s: slept\nusleep 0.5 s: slept\nworker: 0 wrong results\n"
-
-
 def case_gprof_sleep(lv):
+    """Its EINTR is a matter of chance (a SIGPROF every 10 ms of the worker's CPU time, ~200
+    per run of 2 s of sleeps): several runs, or with --repeat many runs of 0.2 s."""
     exe = lv.build("live_gprof.c", flagset="gcc-pg")
+    ms = 200 if lv.a.repeat > 1 else 2000
+    want = "nanosleep %g s: slept\nusleep %g s: slept\nworker: 0 wrong results\n" % (
+        ms * 0.00075, ms * 0.00025)
     pb = Problems()
-    base = untraced(lv, exe, [], "gprof", stop=False)
-    pb.check(base.stdout == GPROF_OUT, "untraced (the test is not valid): %r" % base.stdout)
-    for i in range(2 if lv.quick else 4):  # its EINTR is a matter of chance: several runs
+    base = untraced(lv, exe, [str(ms)], "gprof", stop=False)
+    pb.check(base.stdout == want, "untraced (the test is not valid): %r" % base.stdout)
+    for i in range(2 if lv.quick else 4):
         trace = os.path.join(lv.work, "gprof%d.ftr" % i)
-        with Run(lv, exe, [], "gprof", trace) as r:
+        with Run(lv, exe, [str(ms)], "gprof", trace) as r:
             traced = r.finish(stop=False)
-        pb.check(traced.stdout == GPROF_OUT, "traced run %d: %r" % (i + 1, traced.stdout))
+        pb.check(traced.stdout == want, "traced run %d: %r" % (i + 1, traced.stdout))
         pb.same_run(base, traced)
         t = Trace(lv, trace, pb)
         pb.check(t.calls("g_work") > 0, "trace %d: no g_work()" % (i + 1))
@@ -545,6 +548,8 @@ def main():
     ap.add_argument("--commands", type=int, default=0, help="ftrace-ctl requests per long case")
     ap.add_argument("--only", default="", help="comma-separated case names: %s" % ", ".join(
         n for n, _ in CASES))
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run each case this many times (stops at a case's first failure)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     a = ap.parse_args()
     only = [n for n in a.only.split(",") if n]
@@ -565,8 +570,10 @@ def main():
             continue
         t0 = time.time()
         try:
-            fn(lv)
-            print("PASS live/%s (%.1f s)" % (name, time.time() - t0))
+            for _ in range(a.repeat):
+                fn(lv)
+            print("PASS live/%s (%s%.1f s)" % (name, "%d runs, " % a.repeat if a.repeat > 1
+                                                else "", time.time() - t0))
             passed += 1
         except (AssertionError, subprocess.TimeoutExpired, OSError) as ex:
             print("FAIL live/%s: %s" % (name, ex))

@@ -89,60 +89,65 @@ def expect_threads():
 
 
 LINE = re.compile(r"^\s*(\d+)\) ([^|]*)\|  ( *)(.*)$")
-INHERITED = " /* inherited from the parent */"  # a frame a fork child entered
-RESUMED = " /* resumed */"  # a coroutine's frame again: not a new call
+
+
+def graph_fold(text, *args):
+    """The output lines of graph-fold (tests/tools/graph_fold.c, built into the build directory;
+    buildcache.use names it in FTR_GRAPH_FOLD) run on text; its error -> AssertionError."""
+    exe = os.environ.get("FTR_GRAPH_FOLD")
+    if not exe or not os.access(exe, os.X_OK):
+        raise RuntimeError("graph-fold not found (%s): build the tree (scripts/build.sh), and call "
+                           "buildcache.use(bindir) first" % (exe or "FTR_GRAPH_FOLD unset"))
+    r = subprocess.run([exe] + list(args), input=text.encode("utf-8", "surrogateescape"),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    lines = r.stdout.decode("utf-8", "surrogateescape").split("\n")
+    if r.returncode == 1 and len(lines) >= 2 and lines[-2].startswith("E "):
+        raise AssertionError(lines[-2][2:])
+    if r.returncode != 0 or lines[-1]:
+        raise RuntimeError("%s: exit status %d: %s" % (exe, r.returncode,
+                                                       r.stderr.decode(errors="replace")))
+    return lines
+
+
+def fold_threads(lines, i):
+    """graph-fold's threads from lines[i] on: (folded, open frames, where they end)"""
+    folded = collections.defaultdict(collections.Counter)
+    open_calls = {}
+    while lines[i].startswith("T "):
+        _, tid, n, m = lines[i].split(" ")
+        tid, i, n, m = int(tid), i + 1, int(n), int(m)
+        dict.update(folded[tid], zip(lines[i:i + n], map(int, lines[i + n].split())))
+        i += n + 1
+        if m:
+            open_calls[tid] = lines[i:i + m]
+            i += m
+    return folded, open_calls, i
 
 
 def parse_graph(text):
-    """Graph text -> {tid: Counter(folded stack -> calls)}; checks nesting as it goes."""
-    stacks = collections.defaultdict(list)
-    # per thread, the folded stack of each open frame (paths[tid][i]: stack[:i + 1] joined):
-    # a call's path is its parent's and its name, however deep (reports run a million lines)
-    paths = collections.defaultdict(list)
-    folded = collections.defaultdict(collections.Counter)
-    match = LINE.match
-    for line in text.splitlines():
-        m = match(line)
-        if m is None:
-            if line.startswith("#") or not line.strip():
-                continue
-            raise AssertionError("unparsable graph line: %r" % line)
-        tid, _dur, indent, body = m.groups()
-        if body.startswith("/*"):
-            continue  # a comment line (lost events and the like)
-        tid = int(tid)
-        st = stacks[tid]
-        if body.endswith(INHERITED):
-            body = body[:-len(INHERITED)]
-        resumed = body.endswith(RESUMED)
-        if resumed:
-            body = body[:-len(RESUMED)]
-        if len(indent) // 2 != len(st) - (1 if body.startswith("}") else 0):
-            raise AssertionError("tid %d: depth %d but %d open: %r" % (
-                tid, len(indent) // 2, len(st), line))
-        if body.endswith("();"):
-            pt = paths[tid]
-            name = body[:-3]
-            folded[tid][pt[-1] + ";" + name if pt else name] += 0 if resumed else 1
-        elif body.endswith("() {"):
-            pt = paths[tid]
-            name = body[:-4]
-            path = pt[-1] + ";" + name if pt else name
-            st.append(name)
-            pt.append(path)
-            folded[tid][path] += 0 if resumed else 1
-        elif body.startswith("} /* "):
-            name = body[5:-3] if body.endswith(" */") else body[5:]  # names may hold spaces
-            for why in (" (unwound)", " (suspended)"):
-                if name.endswith(why):
-                    name = name[:-len(why)]
-            if not st or st[-1] != name:
-                raise AssertionError("tid %d: closing %s but open is %s" % (tid, name, st))
-            st.pop()
-            paths[tid].pop()
-        else:
-            raise AssertionError("unknown graph line: %r" % line)
-    return folded, {tid: st for tid, st in stacks.items() if st}
+    """Graph text -> {tid: Counter(folded stack -> calls)}, {tid: frames left open}; checks the
+    nesting as it goes (a depth that is not the number of open frames, a closing name that is not
+    the open frame's: AssertionError). graph-fold does the work: the tests parse millions of
+    lines; its comment says what it reads."""
+    lines = graph_fold(text)
+    folded, open_calls, i = fold_threads(lines, 0)
+    assert i == len(lines) - 1, "graph-fold: unexpected line %r" % lines[i]
+    return folded, open_calls
+
+
+def parse_graph_sections(text):
+    """A report of processes, each section starting with its '# ftrace-run: ... pid N' header
+    line (a graph line before the first: AssertionError), parsed as parse_graph does: a list of
+    (header, pid, own: a line of the section is a call, folded, open frames)."""
+    lines = graph_fold(text, "--sections")
+    out, i = [], 0
+    while lines[i].startswith("S "):
+        _, pid, header = lines[i].split(" ", 2)
+        own = lines[i + 1] == "C"
+        folded, open_calls, i = fold_threads(lines, i + 1 + own)
+        out.append((header, int(pid), own, folded, open_calls))
+    assert i == len(lines) - 1, "graph-fold: unexpected line %r" % lines[i]
+    return out
 
 
 def same_trees(got, want):
@@ -379,7 +384,21 @@ def run_matrix(a, cases, run_one, prefix, wanted=lambda name, case, opt: True):
 
 
 def main():
-    return run_matrix(arg_parser().parse_args(), CASES, run_case, "ftr-it-")
+    ap = arg_parser()
+    ap.add_argument("--only", default="", help="comma-separated cases: %s" % ", ".join(CASES))
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run each case this many times (stops at a case's first failure): "
+                         "scripts/stress.sh")
+    a = ap.parse_args()
+    only = [n for n in a.only.split(",") if n]
+    for n in only:
+        if n not in CASES:
+            ap.error("no case %s (cases: %s)" % (n, ", ".join(CASES)))
+
+    def repeated(*args):
+        return all(run_case(*args) for _ in range(a.repeat))
+    return run_matrix(a, CASES, repeated, "ftr-it-",
+                      lambda name, case, opt: not only or name in only)
 
 
 if __name__ == "__main__":

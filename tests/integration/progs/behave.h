@@ -1,6 +1,7 @@
 /* Helpers for the behaviour test programs (tests/integration/behaviours.py). */
 #ifndef BEHAVE_H
 #define BEHAVE_H
+#include <stdlib.h>
 #include <sys/time.h>
 #include "progs.h"
 
@@ -18,6 +19,16 @@ NOTRACE __attribute__((unused)) static void stop_prof_timer(void)
 {
     struct itimerval off = {{0, 0}, {0, 0}};
     setitimer(ITIMER_PROF, &off, 0);
+}
+
+/* FTR_STRESS_DIV=N in the environment (scripts/stress.sh's repeats): the loops of the costly
+ * cases run n / N times (at least once), in the untraced and the traced run alike; the
+ * expectations of behaviours.py divide the same way (its scaled()). */
+NOTRACE __attribute__((unused)) static long scaled(long n)
+{
+    const char *d = getenv("FTR_STRESS_DIV");
+    long k = d ? atol(d) : 1;
+    return k > 1 ? (n / k > 0 ? n / k : 1) : n;
 }
 
 #endif

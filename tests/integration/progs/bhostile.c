@@ -100,7 +100,7 @@ NOINLINE void run_firsthook(void)
     pthread_create(&w, NULL, main_worker, NULL);
     struct timespec d = {0, 100 * 1000};
     nanosleep(&d, NULL);
-    for (int i = 0; i < 4000; i++) {
+    for (long i = 0; i < scaled(4000); i++) {
         pthread_kill(i & 1 ? w : lib_worker_thread(), SIGUSR1);
         nanosleep(&d, NULL);
     }
@@ -420,7 +420,7 @@ int main(int argc, char **argv)
         sigaction(SIGUSR2, &sa, NULL);
         static volatile int n;
         sigsetjmp(jb, 1);
-        if (n < 10000) {
+        if (n < scaled(10000)) {
             n++;
             trigger();
         }
@@ -437,7 +437,7 @@ int main(int argc, char **argv)
         struct itimerval it = {{0, 200}, {0, 200}}, off = {{0, 0}, {0, 0}};
         setitimer(alarm ? ITIMER_REAL : ITIMER_PROF, &it, NULL);
         int n = 0;
-        for (int k = 0; k < 200; k++) {
+        for (long k = 0; k < scaled(200); k++) {
             if (!sigsetjmp(prof_jb, 1)) {
                 armed = 1;
                 job();
@@ -450,7 +450,7 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "jmpfill")) {
         alarm_every(on_jmpfill, 0, 200);
         int n = 0;
-        for (int k = 0; k < 300; k++) {
+        for (long k = 0; k < scaled(300); k++) {
             if (!sigsetjmp(prof_jb, 1)) {
                 armed = 1;
                 job();
@@ -461,10 +461,10 @@ int main(int argc, char **argv)
         alarm_every(on_jmpfill, 0, 0);
         printf("jmpfill: %d jumps\n", n);
     } else if (!strcmp(mode, "sigswitch")) {
-        run_sigswitch(argc > 2 ? atol(argv[2]) : 20000);
+        run_sigswitch(argc > 2 ? atol(argv[2]) : scaled(20000));
     } else if (!strcmp(mode, "fillchunk")) {
         alarm_every(on_fill, SA_RESTART, 1000);
-        job2(400);
+        job2(scaled(400));
         alarm_every(on_fill, SA_RESTART, 0);
         printf("fillchunk: done\n");
     } else if (!strcmp(mode, "migrate")) {

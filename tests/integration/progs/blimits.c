@@ -208,7 +208,7 @@ int main(int argc, char **argv)
         int hi = fcntl(f, F_DUPFD_CLOEXEC, 100); /* out of the way of 3..20 */
         close(f);
         pid_t client = ctl ? start_client(getpid()) : -1;
-        int rounds = ctl ? 5000 : 20000;
+        int rounds = scaled(ctl ? 5000 : 20000);
         for (int r = 0; r < rounds; r++) {
             for (int fd = 3; fd <= 20; fd++)
                 close(fd);

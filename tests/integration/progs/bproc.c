@@ -166,7 +166,7 @@ NOINLINE pid_t forker2(void)
 }
 NOINLINE void spawn_many(void)
 {
-    for (int i = 0; i < 200; i++)
+    for (long i = 0; i < scaled(200); i++)
         spawn_one(i);
 }
 NOINLINE int exec_child_work(int i)

@@ -253,7 +253,7 @@ NOTRACE static void *small_thread(void *arg)
 }
 
 /* ---- heldexit ---- */
-#define HELD_CHILDREN 40
+#define HELD_CHILDREN scaled(40)
 #define HELD_BURSTS 5
 static volatile sig_atomic_t bursts;
 NOINLINE void burst(int sig)
@@ -289,7 +289,7 @@ NOINLINE int m_heldexit(void)
         int st;
         if (p > 0 && waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0) ok++;
     }
-    printf("heldexit: %d of %d children ran %d bursts\n", ok, HELD_CHILDREN, HELD_BURSTS);
+    printf("heldexit: %d of %d children ran %d bursts\n", ok, (int)HELD_CHILDREN, HELD_BURSTS);
     return 47;
 }
 

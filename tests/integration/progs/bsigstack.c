@@ -9,6 +9,7 @@
  * untraced twin. Prints "bsigstack: ok"; else what went wrong (exit 1).
  *
  * tree: main {main 1}; each of 2 workers {worker 1, worker;fstep^k N for k = 1..21}, N = 2500
+ * (scaled(): FTR_STRESS_DIV)
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -21,7 +22,7 @@
 #include "behave.h"
 
 #define WORKERS 2
-#define ROUNDS 2500
+#define ROUNDS scaled(2500)
 #define DEPTH 20
 
 static atomic_int stop, done;
