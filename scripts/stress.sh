@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
 # Stress, not soak (DEVELOPERS.md): every nondeterministic case at least RUNS times (default 200)
-# under load, and the whole suite SUITES times (default 3) in a row under load; meant to take
-# under 30 minutes on 2 CPUs, which it does not yet: on a 2-CPU host whose hooks read the clock
-# with a system call (kvm-clock), 14 minutes ran 88 of 88 runs of each stack mode per driver
-# and a sixth of the behaviour drivers' runs (their reports' parsing is most of it). Both at once: the suite runs (scripts/soak.sh) while four drivers
-# repeat the nondeterministic cases beside it, each the other's load, with stress-ng (niced)
-# taking what CPU is left. Each suite already runs every stack-switching mode 8 times (4 flag
-# sets, 2 exit modes) and every behaviour case 10 times (5 configurations, -O0 and -O2): the
-# drivers run the rest, half in each of two configurations. Prints the counts; a non-zero
-# status if anything failed, keeping the logs.
+# under load, and the whole suite SUITES times (default 3) in a row under load, in under 30
+# minutes on 2 CPUs. Both at once: the suite runs (scripts/soak.sh) while drivers repeat the
+# nondeterministic cases beside it, each the others' load, with stress-ng (niced) taking what
+# CPU is left. Prints the counts; a non-zero status if anything failed, keeping the logs.
 #   usage: scripts/stress.sh            env: RUNS=N SUITES=N BUILD_DIR=DIR, STRESS=0 (no stress-ng)
-#   the nondeterministic cases: the stack-switching programs (stacks_tests.py: coroutines that
-#   migrate between threads, clone() threads, green threads switched in signal handlers, forced
-#   unwinding) in both exit modes, and the behaviour cases of threads, signals, coroutines,
-#   jumps, exceptions, cancellation and exits.
+#
+# The nondeterministic cases, and how the drivers make up each one's RUNS:
+#   - the stack-switching programs (stacks_tests.py: coroutines migrating between threads,
+#     clone() threads, green threads switched in signal handlers, forced unwinding): each suite
+#     runs every mode 8 times (4 flag sets, 2 exit modes); two drivers run the rest, half with
+#     every return hooked and the TSC, half through with the default clock.
+#   - the behaviour cases of threads, signals, coroutines, jumps, cancellation, processes and
+#     exits (behaviours.py): each suite runs them in 5 configurations, at -O0 and -O2 (-O2 only
+#     for some: 5 runs); two drivers run the rest (-O2, through and hooked). The base-only
+#     cases (the tracer's own descriptors: 2 runs per suite) get a third driver. The drivers
+#     set FTR_STRESS_DIV=10: the costly cases loop a tenth as long (progs/behave.h's scaled(),
+#     their expectations alike), so that the runs, not the loops, are what is repeated; a
+#     repeat leaves out the --chrome view (behaviours.py run_case).
+#   - the end-to-end cases of exits and threads (run_integration.py: 14 configurations and 2
+#     levels per suite): one driver runs the rest.
+#   - live control (live_tests.py, ctl_tests.py): the cases that send ftrace-ctl requests to a
+#     running program count requests (RUNS per case beside the suites' tens, and ctl_tests.py's
+#     300); the one-shot cases are repeated RUNS times, those that sleep in 10 drivers at once.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$top/build}
@@ -30,15 +39,29 @@ fi
 modes=migrate,fctx-wide,fctx-deep,sjlj,many,clonetls,clonemany,clonevfork,btalt,altco,sigtrap
 modes+=,greenpre,green-many,green-leak,green-ctx,handler-altjmp,handler-nested,copystk
 modes+=,boost-callcc,boost-fiber-migrate,boost-unwind
-cases='swapcontext*,hostile-migrate,hostile-migback,hostile-coro300,hostile-altjmp,hostile-jmpprof*'
-cases+=',hostile-jmpfill-mono,hostile-sigswitch'
-cases+=',threads-many,threads-exit,threads-detached,signals-usr1,signals-altstack,signals-siglongjmp'
-cases+=',cancel-deferred,exc-nested,jmp-siglongjmp,unwind-backtrace-signal,unwind-libunwind-signal'
-# what the suites do not run already, in two halves
-stack_runs=$(((runs - 8 * suites + 1) / 2))
-case_runs=$(((runs - 10 * suites + 1) / 2))
-((stack_runs < 1)) && stack_runs=1
-((case_runs < 1)) && case_runs=1
+cases='cancel-*,ends-*,hostile-*,limit-cancelclose,proc-daemon,proc-fork,proc-forkret,proc-many'
+cases+=',proc-spawn,proc-system,proc-thread-exec,proc-thread-exec-strip,proc-vfork,recur-thread'
+cases+=',signal-big-handler*,signals-*,swapcontext*,threads-*,unwind-backtrace-signal'
+cases+=',unwind-libunwind-signal,nofp-signals-siglongjmp,nofp-backtrace-signal,jmp-siglongjmp'
+cases+=',exc-nested'
+base_cases=limit-fdreuse,limit-ctlreuse
+it_cases=ends-return,ends-exit,ends-_exit,ends-segv,ends-abort,ends-thread,ends-fpe,ends-texit
+it_cases+=,threads,ctor-thread
+live_long=eintr,dl_loop_refilter,own_rt_handler,own_sigtrap,sigmask_handlers
+live_short=sigblock_dlopen,zombie_main,replaced_exe,gprof_sleep
+live_sleep=ctl_sleepers,hung_start
+half() { # what the suites leave of RUNS (the suites run a case $1 times each), over $2 drivers
+  local n=$(((runs - $1 * suites + $2 - 1) / $2))
+  echo $((n < 1 ? 1 : n))
+}
+stack_runs=$(half 8 2)
+case_runs=$(half 5 2)
+base_runs=$((runs - 2 * suites - case_runs))
+((base_runs < 1)) && base_runs=1
+it_runs=$(half 28 1)
+live_runs=$(half 1 1)
+sleepers=10
+sleep_runs=$(((live_runs + sleepers - 1) / sleepers))
 start=$(date +%s)
 echo "== $suites suites, and each nondeterministic case $runs times in all, under load; logs in $logs"
 drive() { # name command...: runs the driver, says how it ended
@@ -52,22 +75,44 @@ drive() { # name command...: runs the driver, says how it ended
     return 1
   fi
 }
-# the stack-switching modes: through with the system clock, and every return hooked with the TSC
+drivers=()
 drive stacks python3 "$it/stacks_tests.py" --bin "$build" --runs "$stack_runs" --only "$modes" \
   --flagset gcc-pgfentry &
-a=$!
+drivers+=($!)
 FTRACE_EXIT=hook FTRACE_CLOCK=tsc drive stacks-hook python3 "$it/stacks_tests.py" --bin "$build" \
   --runs "$stack_runs" --only "$modes" --flagset clang-pfe5 &
-b=$!
+drivers+=($!)
+export FTR_STRESS_DIV=10
 drive behaviours python3 "$it/behaviours.py" --bin "$build" --flagset gcc-pgfentry --opt O2 \
   --repeat "$case_runs" --only "$cases" &
-c=$!
+drivers+=($!)
 FTRACE_EXIT=hook drive behaviours-hook python3 "$it/behaviours.py" --bin "$build" \
   --flagset gcc-nop --opt O2 --repeat "$case_runs" --only "$cases" &
-d=$!
+drivers+=($!)
+drive behaviours-base python3 "$it/behaviours.py" --bin "$build" --flagset gcc-pgfentry --opt O2 \
+  --repeat "$base_runs" --only "$base_cases" &
+drivers+=($!)
+unset FTR_STRESS_DIV
+drive integration python3 "$it/run_integration.py" --bin "$build" --flagset gcc-pgfentry \
+  --opt O2 --repeat "$it_runs" --only "$it_cases" &
+drivers+=($!)
+drive live-long python3 "$it/live_tests.py" --bin "$build" --commands "$runs" --only "$live_long" &
+drivers+=($!)
+drive live-short python3 "$it/live_tests.py" --bin "$build" --quick --repeat "$live_runs" \
+  --only "$live_short" &
+drivers+=($!)
+for i in $(seq "$sleepers"); do
+  drive "live-sleep$i" python3 "$it/live_tests.py" --bin "$build" --quick --repeat "$sleep_runs" \
+    --only "$live_sleep" &
+  drivers+=($!)
+done
+drive ctl python3 "$it/ctl_tests.py" --bin "$build" &
+drivers+=($!)
 status=0
 LOAD=0 BUILD_DIR=$build "$top/scripts/soak.sh" "$suites" || status=1
-for p in $a $b $c $d; do wait "$p" || status=1; done
-echo "== stacks: $stack_runs runs per mode per driver, behaviours: $case_runs per case per driver"
+for p in "${drivers[@]}"; do wait "$p" || status=1; done
+echo "== per driver: stacks $stack_runs runs per mode, behaviours $case_runs per case (base-only"
+echo "   $base_runs), integration $it_runs, live one-shot $live_runs ($sleepers x $sleep_runs when"
+echo "   they sleep), live requests $runs per case"
 echo "== all: $(($(date +%s) - start)) s; $( ((status == 0)) && echo passed || echo FAILED)"
 exit $status
