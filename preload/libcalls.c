@@ -220,20 +220,92 @@ static void glob_dat_reads(const struct ftr_gotcalls *g, uint64_t base, const st
     free(read);
 }
 
-static int store_slot(const struct ftr_libcalls *lc, uint64_t slot, uint64_t value)
-{
-    int ro = slot >= lc->ro_lo && slot < lc->ro_hi;
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    void *pg = (void *)(uintptr_t)(slot & ~(uint64_t)(page - 1));
-    if (ro && mprotect(pg, page, PROT_READ | PROT_WRITE) < 0) return -1;
-    __atomic_store_n((uint64_t *)(uintptr_t)slot, value, __ATOMIC_RELEASE);
-    if (ro) mprotect(pg, page, PROT_READ);
-    return 0;
-}
-
 static uint64_t stub_at(const struct ftr_libcalls *lc, size_t i)
 {
     return (uint64_t)(uintptr_t)lc->stubs + HEAD + i * FTR_STUB_SIZE;
+}
+
+/* The protections of the pages written in one ftr_libcalls_apply(), as /proc/self/maps said */
+struct pages {
+    uint64_t page[8];
+    int prot[8];
+    size_t n;
+};
+
+static const char *hex(const char *p, uint64_t *v)
+{
+    *v = 0;
+    for (;; p++) {
+        unsigned d = *p >= '0' && *p <= '9'   ? (unsigned)(*p - '0')
+                     : *p >= 'a' && *p <= 'f' ? (unsigned)(*p - 'a' + 10)
+                                              : 16u;
+        if (d == 16) return p;
+        *v = *v << 4 | d;
+    }
+}
+
+/* PROT_* of the mapping holding addr (-1: not known). A GOT page's protection is the program's
+ * to choose: a hooking library makes it writable for good, and must find it so. */
+static int page_prot(uint64_t addr)
+{
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    char buf[4096];
+    size_t have = 0;
+    int prot = -1;
+    for (ssize_t r; prot < 0 && (r = read(fd, buf + have, sizeof buf - 1 - have)) > 0;) {
+        have += (size_t)r;
+        buf[have] = 0;
+        char *line = buf, *nl;
+        while (prot < 0 && (nl = strchr(line, '\n'))) { /* "lo-hi rwxp ..." */
+            uint64_t lo, hi;
+            const char *p = hex(line, &lo);
+            if (*p == '-' && *(p = hex(p + 1, &hi)) == ' ' && addr >= lo && addr < hi)
+                prot = (p[1] == 'r' ? PROT_READ : 0) | (p[2] == 'w' ? PROT_WRITE : 0) |
+                       (p[3] == 'x' ? PROT_EXEC : 0);
+            line = nl + 1;
+        }
+        have -= (size_t)(line - buf);
+        memmove(buf, line, have);
+        if (have == sizeof buf - 1) have = 0; /* no line is that long */
+    }
+    close(fd);
+    return prot;
+}
+
+/* Slot i set to value if it holds what the tracer left there: the stub, the function, or for
+ * a slot never written, what it held when found (or what ld.so bound it to since). One
+ * compare-and-swap, the page made writable for it only when it is not, and put back as it was.
+ * @return 0: stored, 1: the program's (changed by it: left alone), -1: cannot be written */
+static int store_slot(const struct ftr_libcalls *lc, size_t i, uint64_t value, struct pages *pg)
+{
+    const struct ftr_site *s = &lc->v[i];
+    uint64_t *slot = (uint64_t *)(uintptr_t)s->addr;
+    uint64_t was = s->patched == FTR_SITE_CALL ? stub_at(lc, i) : s->func;
+    uint64_t cur = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    if (cur != was && !(s->patched == FTR_SITE_ORIGINAL && cur == lc->found[i])) return 1;
+    size_t size = (size_t)sysconf(_SC_PAGESIZE);
+    uint64_t page = s->addr & ~(uint64_t)(size - 1);
+    size_t k = 0;
+    while (k < pg->n && pg->page[k] != page)
+        k++;
+    if (k == pg->n) {
+        int prot = page_prot(s->addr);
+        if (prot < 0) /* as ld.so left it */
+            prot = s->addr >= lc->ro_lo && s->addr < lc->ro_hi ? PROT_READ : PROT_READ | PROT_WRITE;
+        if (k == sizeof pg->page / sizeof *pg->page)
+            k = 0; /* forget the first */
+        else
+            pg->n++;
+        pg->page[k] = page, pg->prot[k] = prot;
+    }
+    int prot = pg->prot[k];
+    void *at = (void *)(uintptr_t)page;
+    if (!(prot & PROT_WRITE) && mprotect(at, size, prot | PROT_WRITE) < 0) return -1;
+    int stored =
+        __atomic_compare_exchange_n(slot, &cur, value, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+    if (!(prot & PROT_WRITE)) mprotect(at, size, prot);
+    return stored ? 0 : 1;
 }
 
 static int build_stubs(struct ftr_libcalls *lc)
@@ -280,7 +352,8 @@ size_t ftr_libcalls_scan(const struct ftr_module *m, int is_main, uint32_t *next
     uint8_t *bad = calloc(g.n, 1);
     out->v = calloc(g.n, sizeof *out->v);
     out->lib = calloc(g.n, sizeof *out->lib);
-    if (!bad || !out->v || !out->lib) goto fail;
+    out->found = calloc(g.n, sizeof *out->found);
+    if (!bad || !out->v || !out->lib || !out->found) goto fail;
     glob_dat_reads(&g, m->base, &sg, bad);
     out->ro_lo = sg.ro_lo, out->ro_hi = sg.ro_hi;
     for (size_t i = 0; i < g.n; i++) {
@@ -306,6 +379,7 @@ size_t ftr_libcalls_scan(const struct ftr_module *m, int is_main, uint32_t *next
             continue;
         }
         (*next_site)++;
+        out->found[out->n] = cur;
         out->lib[out->n++] = lib;
     }
     free(bad);
@@ -328,16 +402,18 @@ fail:
 
 void ftr_libcalls_apply(struct ftr_libcalls *lc)
 {
+    struct pages pg = {.n = 0};
     for (size_t i = 0; i < lc->n; i++) {
         struct ftr_site *s = &lc->v[i];
         unsigned w = enabled ? ftr_site_wanted(lc->lib[i], 0, s) : FTR_SITE_NOP;
         if (w != FTR_SITE_CALL) w = FTR_SITE_NOP;
         if (s->patched == w || (s->patched == FTR_SITE_ORIGINAL && w == FTR_SITE_NOP)) continue;
-        if (store_slot(lc, s->addr, w == FTR_SITE_CALL ? stub_at(lc, i) : s->func) < 0) {
+        int r = store_slot(lc, i, w == FTR_SITE_CALL ? stub_at(lc, i) : s->func, &pg);
+        if (r < 0) {
             ftr_msg("%s: its GOT cannot be written; its library calls are not traced", lc->module);
             return;
         }
-        s->patched = (uint8_t)w;
+        if (r == 0) s->patched = (uint8_t)w; /* else the program's: as the tracer left it */
     }
 }
 
@@ -358,6 +434,7 @@ void ftr_libcalls_free(struct ftr_libcalls *lc, int text_gone)
     for (size_t i = 0; lc->lib && i < lc->n; i++)
         free(lc->lib[i]);
     free(lc->lib);
+    free(lc->found);
     free(lc->v);
     free(lc->names);
     memset(lc, 0, sizeof *lc);

@@ -17,6 +17,7 @@ struct ftr_libcalls {
     struct ftr_site *v; /* one per hooked slot: addr = the slot, func = the function, name, index,
                            libcall = 1, patched = FTR_SITE_CALL while the slot holds the stub */
     char **lib;         /* by call: the path of the module that defines the function (filters) */
+    uint64_t *found;    /* by call: what its slot held when it was found */
     size_t n;
     uint8_t *stubs; /* the stubs (FTR_STUB_SIZE each, after a head that points them at
                        ftr_tramp_libcall) */
@@ -38,7 +39,9 @@ void ftr_libcalls_enable(int on);
 size_t ftr_libcalls_scan(const struct ftr_module *m, int is_main, uint32_t *next_site,
                          int (*traced_at)(uint64_t), struct ftr_libcalls *out);
 /* Each slot given the stub or its function, as wanted (ftr_site_wanted(), the library as the
- * call's module). */
+ * call's module); a slot that no longer holds what the tracer left there (the program hooked
+ * it: plthook & co) is the program's and left alone, and a page's protection is put back as it
+ * was. */
 void ftr_libcalls_apply(struct ftr_libcalls *lc);
 /* The module is gone (its GOT with it): forget its calls; the stubs are unmapped when nothing
  * can reach them any more (text_gone). */

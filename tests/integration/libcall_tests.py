@@ -12,13 +12,16 @@ read-only once relocated). Each run checks:
   - --no-libcall (and FTRACE_LIBCALL=0): the same tree without them;
   - filters: -F 'main,run,libc.so.6:str*' (a module-qualified selection), '*,-malloc,-free';
   - --auto-args: the arguments and return values of the libc prototype table;
-  - ftrace-ctl PID libcall off / on while the program runs: each phase as asked, marked.
+  - ftrace-ctl PID libcall off / on while the program runs: each phase as asked, marked;
+  - a program that hooks its own GOT slot (progs/bgothook.c): ftrace-ctl leaves the slot and
+    its page's protection as the program made them.
 
 usage: libcall_tests.py --bin DIR [--flagset NAME ...] [--keep]
 """
 import collections
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -222,6 +225,43 @@ def case_ctl(bindir, work, b):
     assert seen[(2, "run() {")], seen
 
 
+def case_own_hook(bindir, work, flags):
+    """The program's own GOT hook (progs/bgothook.c, plthook's way): ftrace-ctl's libcall,
+    filter, off and on leave the slot the program changed as the program left it, and its
+    page as writable as the program made it."""
+    exe = os.path.join(work, "bgothook" + flags.replace(" ", ""))
+    cmd = "gcc -O2 -pg -mfentry %s -I%s -o %s %s/bgothook.c -Wl,-z,now,-z,relro" % (
+        flags, PROGS, exe, PROGS)
+    b = buildcache.run(cmd, shell=True, timeout=TIMEOUT)
+    assert b.returncode == 0, "build failed: %s\n%s" % (cmd, b.stderr)
+    d = os.path.join(work, "gothook")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    open(os.path.join(d, "go"), "w").close()
+    plain = run([exe, d])
+    assert plain.returncode == 0, "untraced: %d %r" % (plain.returncode, plain.stdout)
+    for f in ("go", "ready"):
+        os.unlink(os.path.join(d, f))
+    path = os.path.join(work, "gothook.ftr")
+    p = subprocess.Popen([os.path.join(bindir, "ftrace-run"), "-q", "-o", path, exe, d],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ctl = os.path.join(bindir, "ftrace-ctl")
+    try:
+        for _ in range(TIMEOUT * 100):
+            if os.path.exists(os.path.join(d, "ready")) or p.poll() is not None:
+                break
+            time.sleep(0.01)
+        for cmd in (["libcall", "off"], ["libcall", "on"], ["filter", "calls"], ["filter", ""],
+                    ["off"], ["on"]):
+            r = run([ctl, "-t", "5000", str(p.pid)] + cmd)
+            assert r.returncode == 0, "ftrace-ctl %s: %d %r" % (cmd, r.returncode, r.stderr)
+    finally:
+        open(os.path.join(d, "go"), "w").close()
+        out, err = p.communicate(timeout=TIMEOUT)
+    assert (out, err, p.returncode) == (plain.stdout, plain.stderr, plain.returncode), \
+        "traced: exit %d, %r %r; untraced %r" % (p.returncode, out, err, plain.stdout)
+
+
 def case_callers(bindir, work):
     """What looks at its caller sees the program, not our hook: an interposer's
     dlsym(RTLD_NEXT) finds the next puts (no endless recursion), dlopen() searches the calling
@@ -278,6 +318,9 @@ def main():
             case("%s/%s -fno-plt tree" % (fs, opt), lambda b=nb: case_tree(bindir, work, b))
     case("callers: dlsym(RTLD_NEXT), RUNPATH, a malloc wrapper",
          lambda: case_callers(bindir, work))
+    for flags in ("", "-fno-plt"):
+        case("the program's own GOT hook %s" % flags,
+             lambda flags=flags: case_own_hook(bindir, work, flags))
     rb = Build(work, "gcc-pgfentry", "O2", "", "-Wl,-z,now,-z,relro")
     case("gcc-pgfentry/O2 full RELRO tree", lambda: case_tree(bindir, work, rb))
     return case.finish()
