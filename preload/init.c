@@ -600,10 +600,13 @@ __attribute__((visibility("default"), noreturn)) void _Exit(int status)
 }
 
 /* Best effort on a fatal signal: flush what was recorded, then die of the same signal. The
- * handlers are installed only where the program left the default action; a program that
- * installs its own handler later replaces ours, as it expects. */
-static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGSYS,
-                                    SIGTERM, SIGINT, SIGHUP, SIGQUIT}; /* SIGTRAP: on_sigtrap */
+ * handlers are installed for every signal whose default action ends the process (SIGTRAP:
+ * on_sigtrap), only where the program left that default action, and read back as SIG_DFL
+ * (sigguard.c); a program that installs its own handler later replaces ours, as it expects. */
+static const int fatal_signals[] = {SIGSEGV, SIGBUS,    SIGFPE,  SIGILL,  SIGABRT, SIGSYS,
+                                    SIGTERM, SIGINT,    SIGHUP,  SIGQUIT, SIGPIPE, SIGALRM,
+                                    SIGUSR1, SIGUSR2,   SIGXCPU, SIGXFSZ, SIGPROF, SIGVTALRM,
+                                    SIGIO,   SIGSTKFLT, SIGPWR}; /* and SIGRTMIN..SIGRTMAX */
 
 static void flush_for_fatal(int sig)
 {
@@ -700,27 +703,34 @@ static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
     (void)uc;
     int saved = errno;
     flush_for_fatal(sig);
-    /* SA_RESETHAND restored the default action: a fault re-executes and kills; a sent signal
-     * is sent again (it stays pending until we return). */
-    if (si->si_code <= 0 || sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT ||
-        sig == SIGABRT)
-        syscall(SYS_tgkill, (pid_t)ftr_getpid(), syscall(SYS_gettid), sig);
+    /* SA_RESETHAND restored the default action: a fault re-executes and kills; any other signal
+     * (sent, or the kernel's own: SIGPIPE, a timer's, a seccomp SIGSYS) is sent again, and
+     * stays pending until we return. */
+    int fault =
+        (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL) && si->si_code > 0;
+    if (!fault) syscall(SYS_tgkill, (pid_t)ftr_getpid(), syscall(SYS_gettid), sig);
     errno = saved;
+}
+
+static void install_fatal_handler(int sig)
+{
+    struct sigaction old, sa;
+    if (sigaction(sig, NULL, &old) < 0 || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO))
+        return;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_fatal_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, NULL);
 }
 
 static void install_fatal_handlers(void)
 {
-    for (size_t i = 0; i < sizeof fatal_signals / sizeof fatal_signals[0]; i++) {
-        struct sigaction old, sa;
-        if (sigaction(fatal_signals[i], NULL, &old) < 0 || old.sa_handler != SIG_DFL ||
-            (old.sa_flags & SA_SIGINFO))
-            continue;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_sigaction = on_fatal_signal;
-        sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER | SA_ONSTACK;
-        sigemptyset(&sa.sa_mask);
-        sigaction(fatal_signals[i], &sa, NULL);
-    }
+    ftr_sigguard_hide(on_fatal_signal);
+    for (size_t i = 0; i < sizeof fatal_signals / sizeof fatal_signals[0]; i++)
+        install_fatal_handler(fatal_signals[i]);
+    for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
+        install_fatal_handler(sig);
 }
 
 /* The root process of a session creates the file and writes its header; every other process

@@ -35,6 +35,10 @@
  * handler: its own signal stays blocked while its handler runs (SA_NODEFER not set), for a
  * SIGTRAP someone sends: held and delivered when the handler returns.
  *
+ * Hidden: a handler of ours that stands in for an unguarded signal's default action
+ * (ftr_sigguard_hide(): init.c's, which ends the trace first) reads back as SIG_DFL, as the
+ * program left it; an action the program sets replaces it, as without us.
+ *
  * Everything passes through before ftr_sigguard_init() and in a vfork child (the pid is not
  * ours: it shares our table but not our dispositions or mask, which it may prepare for exec).
  * The pid follows fork() (pthread_atfork) and _Fork() (wrapped); a raw clone() child passes.
@@ -318,6 +322,28 @@ void ftr_sigguard_init(const int *sigs, int n)
     }
 }
 
+static void *_Atomic hidden; /* ftr_sigguard_hide()'s handler */
+
+void ftr_sigguard_hide(void (*handler)(int, siginfo_t *, void *))
+{
+    atomic_store(&hidden, (void *)handler);
+}
+
+/* What the program left: the default action, where our stand-in for it is */
+static sighandler_t unhidden(sighandler_t h)
+{
+    void *ours = atomic_load(&hidden);
+    return ours && (void *)h == ours ? SIG_DFL : h;
+}
+
+static void unhide(struct sigaction *old)
+{
+    if (old && unhidden(old->sa_handler) != old->sa_handler) {
+        memset(old, 0, sizeof *old);
+        old->sa_handler = SIG_DFL;
+    }
+}
+
 int ftr_sigguard_install(int sig, const struct sigaction *act)
 {
     int i = slot(sig);
@@ -399,11 +425,16 @@ EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old
 {
     int i = guarded_here(sig);
     if (i >= 0) return set_view(i, act, old), 0;
-    if (!act || !(act->sa_mask.__val[0] & gmask) || !strips())
-        return REAL(sigaction)(sig, act, old);
-    struct sigaction a = *act;
-    strip(&a.sa_mask);
-    return REAL(sigaction)(sig, &a, old);
+    int r;
+    if (!act || !(act->sa_mask.__val[0] & gmask) || !strips()) {
+        r = REAL(sigaction)(sig, act, old);
+    } else {
+        struct sigaction a = *act;
+        strip(&a.sa_mask);
+        r = REAL(sigaction)(sig, &a, old);
+    }
+    if (r == 0) unhide(old);
+    return r;
 }
 EXPORT int __sigaction(int sig, const struct sigaction *act, struct sigaction *old)
     ALIAS(sigaction);
@@ -411,7 +442,7 @@ EXPORT int __sigaction(int sig, const struct sigaction *act, struct sigaction *o
 EXPORT sighandler_t signal(int sig, sighandler_t h)
 {
     int i = guarded_here(sig);
-    if (i < 0) return REAL(signal)(sig, h);
+    if (i < 0) return unhidden(REAL(signal)(sig, h));
     if (h == SIG_ERR) return errno = EINVAL, SIG_ERR;
     return set_handler(i, sig, h, atomic_load(&sigintr) >> i & 1 ? 0 : SA_RESTART, 1);
 }
@@ -422,7 +453,7 @@ EXPORT sighandler_t ssignal(int sig, sighandler_t h) ALIAS(signal);
 EXPORT sighandler_t __sysv_signal(int sig, sighandler_t h)
 {
     int i = guarded_here(sig);
-    if (i < 0) return REAL(__sysv_signal)(sig, h);
+    if (i < 0) return unhidden(REAL(__sysv_signal)(sig, h));
     if (h == SIG_ERR) return errno = EINVAL, SIG_ERR;
     return set_handler(i, sig, h, SA_RESETHAND | SA_NODEFER, 0);
 }
@@ -432,7 +463,7 @@ EXPORT sighandler_t sysv_signal(int sig, sighandler_t h) ALIAS(__sysv_signal);
 EXPORT sighandler_t sigset(int sig, sighandler_t h)
 {
     int i = guarded_here(sig);
-    if (i < 0) return REAL(sigset)(sig, h);
+    if (i < 0) return unhidden(REAL(sigset)(sig, h));
     if (h != SIG_HOLD) return set_handler(i, sig, h, 0, 0);
     struct sigaction o;
     view_read(i, &o);

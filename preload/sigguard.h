@@ -43,6 +43,10 @@ void ftr_sigguard_chain(int sig, siginfo_t *si, void *uc) FTR_HIDDEN;
 /* From the tracer (hooks.c; a no-op in the test shim): the swapcontext() and setcontext()
  * wrappers tell it of coroutine switches. */
 void ftr_context_switch(uintptr_t here, uintptr_t to_sp) FTR_HIDDEN;
+/* A handler of ours that stands in for the default action of unguarded signals (init.c's, which
+ * ends the trace before the process dies of the signal): sigaction(), signal() and the like read
+ * it back as SIG_DFL, which is what the program left there. */
+void ftr_sigguard_hide(void (*handler)(int, siginfo_t *, void *)) FTR_HIDDEN;
 /* glibc's sa_restorer, as a read-back of a handler installed through it showed (0: none seen). */
 uintptr_t ftr_sigguard_restorer(void) FTR_HIDDEN;
 /* pthread_sigmask() without the guard, for libftrace's own threads. */

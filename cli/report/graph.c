@@ -114,8 +114,9 @@ void frp_graph_header(struct frp_graph *g, const struct frp_process *p)
     /* how it ended, when not a plain exit(0): the calls still open at the end are why */
     n = 0;
     if (p->has_end && p->end.how == FTR_END_SIGNAL) {
-        const char *abbrev = sigabbrev_np(p->end.code);
-        n = snprintf(line, sizeof line, "  killed by SIG%s", abbrev ? abbrev : "?");
+        char sig[32];
+        n = snprintf(line, sizeof line, "  killed by %s",
+                     frp_signal_name(p->end.code, sig, sizeof sig));
     } else if (p->has_end && p->end.how == FTR_END_EXIT && p->end.code != 0) {
         n = snprintf(line, sizeof line, "  exit status %d", p->end.code);
     } else if (p->has_end && p->end.how == FTR_END_EXEC) {

@@ -3,7 +3,7 @@
  * start time, duration, clock, how it ended, counters, threads and modules. Read from the
  * tables only: no event is decoded, so it is instant on any trace.
  */
-#define _GNU_SOURCE /* sigabbrev_np */
+#define _GNU_SOURCE
 #include "info.h"
 
 #include "names.h"
@@ -39,9 +39,12 @@ static void write_end(struct frp_out *o, const struct frp_process *p)
         frp_out_printf(o, "exited with status %d\n", p->end.code);
         break;
     case FTR_END_SIGNAL: {
-        const char *abbr = p->end.code > 0 && p->end.code < 65 ? sigabbrev_np(p->end.code) : NULL;
-        frp_out_printf(o, "killed by signal %d%s%s%s\n", p->end.code, abbr ? " (SIG" : "",
-                       abbr ? abbr : "", abbr ? ")" : "");
+        char sig[32];
+        frp_signal_name(p->end.code, sig, sizeof sig);
+        if (sig[0] == 'S')
+            frp_out_printf(o, "killed by signal %d (%s)\n", p->end.code, sig);
+        else
+            frp_out_printf(o, "killed by %s\n", sig);
         break;
     }
     case FTR_END_EXEC:

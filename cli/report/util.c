@@ -3,13 +3,27 @@
  * buffered output, printable names, a hash map, growing arrays, a string arena, call stacks.
  * It knows no trace and calls no other file of the library.
  */
+#define _GNU_SOURCE /* sigabbrev_np */
 #include "util.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+char *frp_signal_name(int sig, char *buf, size_t n)
+{
+    const char *abbrev = sig > 0 && sig < SIGRTMIN ? sigabbrev_np(sig) : NULL;
+    if (abbrev)
+        snprintf(buf, n, "SIG%s", abbrev);
+    else if (sig >= SIGRTMIN && sig <= SIGRTMAX)
+        snprintf(buf, n, sig == SIGRTMIN ? "SIGRTMIN" : "SIGRTMIN+%d", sig - SIGRTMIN);
+    else
+        snprintf(buf, n, "signal %d", sig);
+    return buf;
+}
 
 char *frp_fmt_u64(char *p, uint64_t v)
 {

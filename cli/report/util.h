@@ -47,6 +47,10 @@ size_t frp_fmt_time(char *buf, uint64_t ns);
 void frp_sanitize(char *s, size_t n);
 /*! frp_fmt_u64() : decimal digits of v at p. @return the end of what was written */
 char *frp_fmt_u64(char *p, uint64_t v);
+/*! frp_signal_name() : "SIGSEGV", "SIGRTMIN+2" (glibc's numbering: SIGRTMIN is 34), or
+ *  "signal 70" for a number Linux does not have. NUL-terminated in buf (16 bytes are enough).
+ *  @return buf */
+char *frp_signal_name(int sig, char *buf, size_t n);
 /*! frp_parse_duration() : "10us", "1.5ms", "2s", "300ns", "0" -> ns. @return 0 or -1 */
 int frp_parse_duration(const char *s, const char *end, uint64_t *ns);
 

@@ -22,7 +22,7 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import buildcache  # noqa: E402
 from run_integration import (FLAGSETS, PROGS, arg_parser, check_chrome, compare_runs,  # noqa: E402
-                             parse_graph_sections, run_matrix, same_trees)
+                             parse_graph_sections, run_matrix, same_trees, scaled)
 
 CXX = {"gcc": "g++", "clang": "clang++"}
 TIMEOUT = 60
@@ -64,13 +64,6 @@ VALUES_ENV = ({"FTRACE_AUTO_ARGS": "1", "FTRACE_ARGS": "*@arg1/s,arg2/s,fparg1,a
               if os.environ.get("FTRACE_TEST_VALUES") else {})
 # The configuration the base_only cases run in
 BASE_FLAGSET = "gcc-pgfentry"
-# FTR_STRESS_DIV=N (scripts/stress.sh's repeats): the costly cases' loops run n / N times, at
-# least once (progs/behave.h's scaled(), which reads the same variable), and so do their counts
-STRESS_DIV = max(1, int(os.environ.get("FTR_STRESS_DIV", "1") or 1))
-
-
-def scaled(n):
-    return max(1, n // STRESS_DIV) if STRESS_DIV > 1 else n
 
 
 def base_config(flagset):

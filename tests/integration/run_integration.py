@@ -89,6 +89,13 @@ def expect_threads():
 
 
 LINE = re.compile(r"^\s*(\d+)\) ([^|]*)\|  ( *)(.*)$")
+# FTR_STRESS_DIV=N (scripts/stress.sh's repeats): the costly cases' loops run n / N times, at
+# least once (progs/behave.h's scaled(), which reads the same variable), and so do their counts
+STRESS_DIV = max(1, int(os.environ.get("FTR_STRESS_DIV", "1") or 1))
+
+
+def scaled(n):
+    return max(1, n // STRESS_DIV) if STRESS_DIV > 1 else n
 
 
 def graph_fold(text, *args):
@@ -230,6 +237,11 @@ CASES = {
     "ends-abort": ("ends.c", ["abort"], check_trees(ENDS_TREE, ENDS_OPEN), "-pthread"),
     "ends-thread": ("ends.c", ["thread"], check_ends_thread, "-pthread"),
     "ends-fpe": ("ends.c", ["fpe"], check_trees(ENDS_TREE, ENDS_OPEN), "-pthread"),
+    **{"ends-" + m: ("ends.c", [m], check_trees(ENDS_TREE, ENDS_OPEN), "-pthread")
+       for m in ("pipe", "usr1", "xcpu", "rt")},
+    "ends-alarm": ("ends.c", ["alarm"], check_trees(
+        [dict(ENDS_TREE[0], **{"main;work;deep;waiter": 1})],
+        [["main", "work", "deep", "waiter"]]), "-pthread"),
     "ends-texit": ("ends.c", ["texit"], check_trees(
         [{"main": 1, "main;work": 1, "main;work;leaf": 3, "main;work;deep": 1,
           "main;work;deep;waiter": 1}, {"exiter": 1}],
@@ -311,7 +323,10 @@ def check_report(report_bin, trace, work, checker):
 # How the graph's header says each process ended (nothing: a plain exit(0) or return 0).
 HOW_ENDED = {"tree": "exit status 3", "ends-exit": "exit status 5", "ends-_exit": "exit status 6",
              "ends-segv": "killed by SIGSEGV", "ends-abort": "killed by SIGABRT",
-             "ends-fpe": "killed by SIGFPE", "ends-texit": "exit status 7"}
+             "ends-fpe": "killed by SIGFPE", "ends-texit": "exit status 7",
+             "ends-pipe": "killed by SIGPIPE", "ends-alarm": "killed by SIGALRM",
+             "ends-usr1": "killed by SIGUSR1", "ends-xcpu": "killed by SIGXCPU",
+             "ends-rt": "killed by SIGRTMIN+2"}
 
 
 def run_case(flagset, opt, name, case, work, run_bin, report_bin):

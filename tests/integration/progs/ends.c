@@ -12,11 +12,18 @@
  *   fpe     main -> work -> deep -> integer division by zero   (killed by SIGFPE)
  *   texit   a thread: exiter -> exit(7) while main sleeps in main -> work -> deep -> waiter
  *           (main, work, deep, waiter stay open; exiter too)
- * Every mode first prints a line and calls work() -> leaf() three times. */
+ *   pipe, alarm, usr1, xcpu, rt   main -> work -> deep, which dies of a signal at its default
+ *           action: a write to a pipe with no reader (SIGPIPE), a timer of 5 ms while it waits
+ *           (SIGALRM), raise(SIGUSR1), raise(SIGXCPU), raise(SIGRTMIN + 2)
+ * Every mode first prints a line, with how many signals' actions are not SIG_DFL (as the
+ * program started: 0; the tracer's stand-ins for the default action read back as SIG_DFL),
+ * and calls work() -> leaf() three times. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 #include "progs.h"
 
@@ -46,6 +53,18 @@ NOINLINE void deep(const char *mode)
     if (!strcmp(mode, "segv")) *(volatile int *)0 = 1;
     if (!strcmp(mode, "abort")) abort();
     if (!strcmp(mode, "fpe")) sink = sink / zero; /* (1 / x is compiled without a division) */
+    if (!strcmp(mode, "pipe")) {
+        int fd[2];
+        if (pipe(fd) == 0 && close(fd[0]) == 0) sink = (int)write(fd[1], "x", 1);
+    }
+    if (!strcmp(mode, "alarm")) {
+        struct itimerval it = {{0, 0}, {0, 5000}};
+        setitimer(ITIMER_REAL, &it, NULL);
+        waiter();
+    }
+    if (!strcmp(mode, "usr1")) raise(SIGUSR1);
+    if (!strcmp(mode, "xcpu")) raise(SIGXCPU);
+    if (!strcmp(mode, "rt")) raise(SIGRTMIN + 2);
     if (!strcmp(mode, "texit")) {
         pthread_t t;
         pthread_create(&t, NULL, exiter, NULL);
@@ -83,7 +102,16 @@ NOINLINE void *spinner(void *arg)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "return";
-    printf("ends %s\n", mode);
+    int set = 0;
+    for (int sig = 1; sig <= SIGRTMAX; sig++) {
+        struct sigaction old;
+        if (sig != SIGKILL && sig != SIGSTOP && sigaction(sig, NULL, &old) == 0 &&
+            (old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)))
+            set++;
+    }
+    void (*was)(int) = signal(SIGUSR2, SIG_DFL);
+    printf("ends %s (%d actions set, SIGUSR2's %s)\n", mode, set,
+           was == SIG_DFL ? "default" : "changed");
     if (!strcmp(mode, "thread")) {
         pthread_t t;
         pthread_create(&t, NULL, spinner, NULL);
