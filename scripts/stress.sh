@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # Stress, not soak (DEVELOPERS.md): every nondeterministic case at least RUNS times (default 200)
 # under load, and the whole suite SUITES times (default 3) in a row under load, in under 30
-# minutes on 2 CPUs. Both at once: the suite runs (scripts/soak.sh) while drivers repeat the
-# nondeterministic cases beside it, each the others' load, with stress-ng (niced) taking what
-# CPU is left. Prints the counts; a non-zero status if anything failed, keeping the logs.
+# minutes on 2 CPUs once the test programs are built (BUILD/test-cache: scripts/test.sh, or any
+# run of the suite, builds them; a first run builds them too, which takes longer). Both at once:
+# the suite runs (scripts/soak.sh) while drivers repeat the nondeterministic cases beside it,
+# each the others' load (niced, so that the suites keep pace and the drivers fill the CPU to
+# the end), with stress-ng (niced further) taking what CPU is left. Prints the counts; a
+# non-zero status if anything failed, keeping the logs.
 #   usage: scripts/stress.sh            env: RUNS=N SUITES=N BUILD_DIR=DIR, STRESS=0 (no stress-ng)
 #
 # The nondeterministic cases, and how the drivers make up each one's RUNS:
 #   - the stack-switching programs (stacks_tests.py: coroutines migrating between threads,
 #     clone() threads, green threads switched in signal handlers, forced unwinding): each suite
 #     runs every mode 8 times (4 flag sets, 2 exit modes); two drivers run the rest, half with
-#     every return hooked and the TSC, half through with the default clock.
+#     every return hooked and the TSC, half through with the default clock (FTR_STRESS_DIV=10,
+#     as below: 540 coroutines for "many", a tenth of the rounds of clonetls and sigtrap).
 #   - the behaviour cases of threads, signals, coroutines, jumps, cancellation, processes and
 #     exits (behaviours.py): each suite runs them in 5 configurations, at -O0 and -O2 (-O2 only
-#     for some: 5 runs); two drivers run the rest (-O2, through and hooked). The base-only
-#     cases (the tracer's own descriptors: 2 runs per suite) get a third driver. The drivers
+#     for some: 5 runs); two drivers run the rest (-O2, through and hooked). The -O2-only cases
+#     and the base-only ones (the tracer's own descriptors: 2 runs per suite) get drivers of
+#     their own. The drivers
 #     set FTR_STRESS_DIV=10: the costly cases loop a tenth as long (progs/behave.h's scaled(),
 #     their expectations alike), so that the runs, not the loops, are what is repeated; a
 #     repeat leaves out the --chrome view (behaviours.py run_case).
@@ -34,40 +39,42 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 if [[ ${STRESS:-1} != 0 ]] && command -v stress-ng >/dev/null; then
-  nice -n 10 stress-ng --cpu "$(nproc)" --quiet & pids+=($!)
+  nice -n 19 stress-ng --cpu "$(nproc)" --quiet & pids+=($!)
 fi
 modes=migrate,fctx-wide,fctx-deep,sjlj,many,clonetls,clonemany,clonevfork,btalt,altco,sigtrap
 modes+=,greenpre,green-many,green-leak,green-ctx,handler-altjmp,handler-nested,copystk
 modes+=,boost-callcc,boost-fiber-migrate,boost-unwind
 cases='cancel-*,ends-*,hostile-*,limit-cancelclose,proc-daemon,proc-fork,proc-forkret,proc-many'
 cases+=',proc-spawn,proc-system,proc-thread-exec,proc-thread-exec-strip,proc-vfork,recur-thread'
-cases+=',signal-big-handler*,signals-*,swapcontext*,threads-*,unwind-backtrace-signal'
-cases+=',unwind-libunwind-signal,nofp-signals-siglongjmp,nofp-backtrace-signal,jmp-siglongjmp'
-cases+=',exc-nested'
+cases+=',signal-big-handler*,signals-*,swapcontext,swapcontext-notrace,swapcontext-graph'
+cases+=',swapcontext-nest,swapcontext-gen,swapcontext-reuse,swapcontext-firstin'
+cases+=',swapcontext-pingpong,threads-*,unwind-backtrace-signal,unwind-libunwind-signal'
+cases+=',jmp-siglongjmp,exc-nested'
+o2_cases=swapcontext-local,nofp-signals-siglongjmp,nofp-backtrace-signal
 base_cases=limit-fdreuse,limit-ctlreuse
 it_cases=ends-return,ends-exit,ends-_exit,ends-segv,ends-abort,ends-thread,ends-fpe,ends-texit
-it_cases+=,threads,ctor-thread
+it_cases+=,ends-pipe,ends-alarm,ends-usr1,ends-xcpu,ends-rt,threads,ctor-thread
 live_long=eintr,dl_loop_refilter,own_rt_handler,own_sigtrap,sigmask_handlers
 live_short=sigblock_dlopen,zombie_main,replaced_exe,gprof_sleep
 live_sleep=ctl_sleepers,hung_start
-half() { # what the suites leave of RUNS (the suites run a case $1 times each), over $2 drivers
+left() { # what the suites leave of RUNS (the suites run a case $1 times each), over $2 drivers
   local n=$(((runs - $1 * suites + $2 - 1) / $2))
   echo $((n < 1 ? 1 : n))
 }
-stack_runs=$(half 8 2)
-case_runs=$(half 5 2)
-base_runs=$((runs - 2 * suites - case_runs))
-((base_runs < 1)) && base_runs=1
-it_runs=$(half 28 1)
-live_runs=$(half 1 1)
+stack_runs=$(left 8 2)
+case_runs=$(left 10 2)
+o2_runs=$(left 5 1)
+base_runs=$(left 2 1)
+it_runs=$(left 28 1)
+live_runs=$(left 1 1)
 sleepers=10
 sleep_runs=$(((live_runs + sleepers - 1) / sleepers))
 start=$(date +%s)
 echo "== $suites suites, and each nondeterministic case $runs times in all, under load; logs in $logs"
-drive() { # name command...: runs the driver, says how it ended
+drive() { # name command...: runs the driver (niced), says how it ended
   local name=$1
   shift
-  if "$@" >"$logs/$name.log" 2>&1; then
+  if nice -n 5 "$@" >"$logs/$name.log" 2>&1; then
     echo "$name: $(tail -1 "$logs/$name.log") ($(($(date +%s) - start)) s)"
   else
     echo "$name: FAILED: $logs/$name.log"
@@ -76,18 +83,21 @@ drive() { # name command...: runs the driver, says how it ended
   fi
 }
 drivers=()
+export FTR_STRESS_DIV=10
 drive stacks python3 "$it/stacks_tests.py" --bin "$build" --runs "$stack_runs" --only "$modes" \
   --flagset gcc-pgfentry &
 drivers+=($!)
 FTRACE_EXIT=hook FTRACE_CLOCK=tsc drive stacks-hook python3 "$it/stacks_tests.py" --bin "$build" \
   --runs "$stack_runs" --only "$modes" --flagset clang-pfe5 &
 drivers+=($!)
-export FTR_STRESS_DIV=10
 drive behaviours python3 "$it/behaviours.py" --bin "$build" --flagset gcc-pgfentry --opt O2 \
   --repeat "$case_runs" --only "$cases" &
 drivers+=($!)
 FTRACE_EXIT=hook drive behaviours-hook python3 "$it/behaviours.py" --bin "$build" \
   --flagset gcc-nop --opt O2 --repeat "$case_runs" --only "$cases" &
+drivers+=($!)
+drive behaviours-o2 python3 "$it/behaviours.py" --bin "$build" --flagset gcc-pgfentry --opt O2 \
+  --repeat "$o2_runs" --only "$o2_cases" &
 drivers+=($!)
 drive behaviours-base python3 "$it/behaviours.py" --bin "$build" --flagset gcc-pgfentry --opt O2 \
   --repeat "$base_runs" --only "$base_cases" &
@@ -96,7 +106,8 @@ unset FTR_STRESS_DIV
 drive integration python3 "$it/run_integration.py" --bin "$build" --flagset gcc-pgfentry \
   --opt O2 --repeat "$it_runs" --only "$it_cases" &
 drivers+=($!)
-drive live-long python3 "$it/live_tests.py" --bin "$build" --commands "$runs" --only "$live_long" &
+drive live-long python3 "$it/live_tests.py" --bin "$build" --quick --commands "$runs" \
+  --only "$live_long" &
 drivers+=($!)
 drive live-short python3 "$it/live_tests.py" --bin "$build" --quick --repeat "$live_runs" \
   --only "$live_short" &
@@ -111,8 +122,8 @@ drivers+=($!)
 status=0
 LOAD=0 BUILD_DIR=$build "$top/scripts/soak.sh" "$suites" || status=1
 for p in "${drivers[@]}"; do wait "$p" || status=1; done
-echo "== per driver: stacks $stack_runs runs per mode, behaviours $case_runs per case (base-only"
-echo "   $base_runs), integration $it_runs, live one-shot $live_runs ($sleepers x $sleep_runs when"
-echo "   they sleep), live requests $runs per case"
+echo "== per driver: stacks $stack_runs runs per mode, behaviours $case_runs per case (-O2-only"
+echo "   $o2_runs, base-only $base_runs), integration $it_runs, live one-shot $live_runs"
+echo "   ($sleepers x $sleep_runs when they sleep), live requests $runs per case"
 echo "== all: $(($(date +%s) - start)) s; $( ((status == 0)) && echo passed || echo FAILED)"
 exit $status

@@ -35,7 +35,7 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import buildcache  # noqa: E402
-from run_integration import FLAGSETS, PROGS, parse_graph  # noqa: E402
+from run_integration import FLAGSETS, PROGS, parse_graph, scaled  # noqa: E402
 
 CXX = {"gcc": "g++", "clang": "clang++"}
 TIMEOUT = 30
@@ -47,7 +47,7 @@ MODES = {
     "fctx-wide": ("bstacks", ["fctx", "200", "3"]),
     "fctx-deep": ("bstacks", ["fctx", "2", "300"]),
     "sjlj": ("bstacks", ["sjlj"]),
-    "many": ("bstacks", ["many", "5400", "3", "2"]),
+    "many": ("bstacks", ["many", str(scaled(5400)), "3", "2"]),  # FTR_STRESS_DIV: fewer
     "many-20k": ("bstacks", ["many", "20000", "3", "1"]),
     "clonetls": ("bstacks", ["clonetls"]),
     "clonemany": ("bstacks", ["clonemany"]),

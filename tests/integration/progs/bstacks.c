@@ -424,7 +424,7 @@ NOTRACE static void run_many(int n, int depth, int rounds)
 }
 
 /* ---- clonetls ---- */
-#define CT_N 200000
+#define CT_N scaled(200000)
 static volatile int ct_started;
 static int ct_alive = 1; /* the CLONE_CHILD_CLEARTID futex: 0 once the thread is gone */
 static long ct_res[2];
@@ -787,7 +787,7 @@ NOTRACE static void run_altco(void)
 }
 
 /* ---- sigtrap ---- */
-#define ST_RAISES 20000
+#define ST_RAISES scaled(20000)
 #define ST_TRAPS 300
 static atomic_int st_acks;
 static pthread_t st_main;
