@@ -17,7 +17,8 @@
 #     as below: 540 coroutines for "many", a tenth of the rounds of clonetls and sigtrap).
 #   - the behaviour cases of threads, signals, coroutines, jumps, cancellation, processes and
 #     exits (behaviours.py): each suite runs them in 5 configurations, at -O0 and -O2 (-O2 only
-#     for some: 5 runs); two drivers run the rest (-O2, through and hooked). The -O2-only cases
+#     for some: 5 runs; the costly ones in full in the base configuration, a tenth as long in
+#     the others); two drivers run the rest (-O2, through and hooked). The -O2-only cases
 #     and the base-only ones (the tracer's own descriptors: 2 runs per suite) get drivers of
 #     their own. The drivers
 #     set FTR_STRESS_DIV=10: the costly cases loop a tenth as long (progs/behave.h's scaled(),
@@ -26,8 +27,11 @@
 #   - the end-to-end cases of exits and threads (run_integration.py: 14 configurations and 2
 #     levels per suite): one driver runs the rest.
 #   - live control (live_tests.py, ctl_tests.py): the cases that send ftrace-ctl requests to a
-#     running program count requests (RUNS per case beside the suites' tens, and ctl_tests.py's
-#     300); the one-shot cases are repeated RUNS times, those that sleep in 10 drivers at once.
+#     running program count requests (each suite sends 60 of eintr's and sigmask_handlers', 40
+#     of dl_loop_refilter's, twice, and 15 and 20 of own_rt_handler's and own_sigtrap's: a
+#     driver sends those two the rest, and ctl_tests.py its 300); the one-shot cases are
+#     repeated RUNS times, those that sleep in 10 drivers at once, gprof_sleep with one traced
+#     run of 0.2 s each time.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$top/build}
@@ -54,7 +58,7 @@ o2_cases=swapcontext-local,nofp-signals-siglongjmp,nofp-backtrace-signal
 base_cases=limit-fdreuse,limit-ctlreuse
 it_cases=ends-return,ends-exit,ends-_exit,ends-segv,ends-abort,ends-thread,ends-fpe,ends-texit
 it_cases+=,ends-pipe,ends-alarm,ends-usr1,ends-xcpu,ends-rt,threads,ctor-thread
-live_long=eintr,dl_loop_refilter,own_rt_handler,own_sigtrap,sigmask_handlers
+live_long=own_rt_handler,own_sigtrap
 live_short=sigblock_dlopen,zombie_main,replaced_exe,gprof_sleep
 live_sleep=ctl_sleepers,hung_start
 left() { # what the suites leave of RUNS (the suites run a case $1 times each), over $2 drivers
@@ -106,7 +110,7 @@ unset FTR_STRESS_DIV
 drive integration python3 "$it/run_integration.py" --bin "$build" --flagset gcc-pgfentry \
   --opt O2 --repeat "$it_runs" --only "$it_cases" &
 drivers+=($!)
-drive live-long python3 "$it/live_tests.py" --bin "$build" --quick --commands "$runs" \
+drive live-long python3 "$it/live_tests.py" --bin "$build" --quick --commands "$(left 15 1)" \
   --only "$live_long" &
 drivers+=($!)
 drive live-short python3 "$it/live_tests.py" --bin "$build" --quick --repeat "$live_runs" \
@@ -124,6 +128,6 @@ LOAD=0 BUILD_DIR=$build "$top/scripts/soak.sh" "$suites" || status=1
 for p in "${drivers[@]}"; do wait "$p" || status=1; done
 echo "== per driver: stacks $stack_runs runs per mode, behaviours $case_runs per case (-O2-only"
 echo "   $o2_runs, base-only $base_runs), integration $it_runs, live one-shot $live_runs"
-echo "   ($sleepers x $sleep_runs when they sleep), live requests $runs per case"
+echo "   ($sleepers x $sleep_runs when they sleep), live requests $(left 15 1) more per case"
 echo "== all: $(($(date +%s) - start)) s; $( ((status == 0)) && echo passed || echo FAILED)"
 exit $status
