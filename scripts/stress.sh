@@ -48,8 +48,7 @@ fi
 modes=migrate,fctx-wide,fctx-deep,sjlj,many,clonetls,clonemany,clonevfork,btalt,altco,sigtrap
 modes+=,greenpre,green-many,green-leak,green-ctx,handler-altjmp,handler-nested,copystk
 modes+=,boost-callcc,boost-fiber-migrate,boost-unwind
-cases='cancel-*,ends-*,hostile-*,limit-cancelclose,proc-daemon,proc-fork,proc-forkret,proc-many'
-cases+=',proc-spawn,proc-system,proc-thread-exec,proc-thread-exec-strip,proc-vfork,recur-thread'
+cases='cancel-*,ends-*,hostile-*,limit-cancelclose,proc-*,recur-thread'
 cases+=',signal-big-handler*,signals-*,swapcontext,swapcontext-notrace,swapcontext-graph'
 cases+=',swapcontext-nest,swapcontext-gen,swapcontext-reuse,swapcontext-firstin'
 cases+=',swapcontext-pingpong,threads-*,unwind-backtrace-signal,unwind-libunwind-signal'
