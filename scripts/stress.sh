@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stress, not soak (DEVELOPERS.md): every nondeterministic case at least RUNS times (default 200)
-# under load, and the whole suite SUITES times (default 3) in a row under load, in under 30
-# minutes on 2 CPUs once the test programs are built (BUILD/test-cache: scripts/test.sh, or any
+# under load, and the whole suite SUITES times (default 3) in a row under load, meant to take
+# under 30 minutes on 2 CPUs once the test programs are built (BUILD/test-cache: scripts/test.sh, or any
 # run of the suite, builds them; a first run builds them too, which takes longer). Both at once:
 # the suite runs (scripts/soak.sh) while drivers repeat the nondeterministic cases beside it,
 # each the others' load (niced, so that the suites keep pace and the drivers fill the CPU to
