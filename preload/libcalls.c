@@ -232,45 +232,13 @@ struct pages {
     size_t n;
 };
 
-static const char *hex(const char *p, uint64_t *v)
-{
-    *v = 0;
-    for (;; p++) {
-        unsigned d = *p >= '0' && *p <= '9'   ? (unsigned)(*p - '0')
-                     : *p >= 'a' && *p <= 'f' ? (unsigned)(*p - 'a' + 10)
-                                              : 16u;
-        if (d == 16) return p;
-        *v = *v << 4 | d;
-    }
-}
-
 /* PROT_* of the mapping holding addr (-1: not known). A GOT page's protection is the program's
  * to choose: a hooking library makes it writable for good, and must find it so. */
 static int page_prot(uint64_t addr)
 {
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    char buf[4096];
-    size_t have = 0;
+    uintptr_t lo, hi;
     int prot = -1;
-    for (ssize_t r; prot < 0 && (r = read(fd, buf + have, sizeof buf - 1 - have)) > 0;) {
-        have += (size_t)r;
-        buf[have] = 0;
-        char *line = buf, *nl;
-        while (prot < 0 && (nl = strchr(line, '\n'))) { /* "lo-hi rwxp ..." */
-            uint64_t lo, hi;
-            const char *p = hex(line, &lo);
-            if (*p == '-' && *(p = hex(p + 1, &hi)) == ' ' && addr >= lo && addr < hi)
-                prot = (p[1] == 'r' ? PROT_READ : 0) | (p[2] == 'w' ? PROT_WRITE : 0) |
-                       (p[3] == 'x' ? PROT_EXEC : 0);
-            line = nl + 1;
-        }
-        have -= (size_t)(line - buf);
-        memmove(buf, line, have);
-        if (have == sizeof buf - 1) have = 0; /* no line is that long */
-    }
-    close(fd);
-    return prot;
+    return ftr_mapping_of((uintptr_t)addr, &lo, &hi, &prot) == 0 ? prot : -1;
 }
 
 /* Slot i set to value if it holds what the tracer left there: the stub, the function, or for

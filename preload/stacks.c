@@ -38,9 +38,7 @@ static int declaring_take(void)
 static uintptr_t main_lo, main_hi;
 static size_t default_size = 8u << 20;
 
-/* The mapping of /proc/self/maps that holds addr: [*lo, *hi). Raw system calls, a buffer on
- * the stack. @return 0, or -1. */
-static int mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+int ftr_mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi, int *prot)
 {
     int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
@@ -55,9 +53,14 @@ static int mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
         char *line = buf, *nl;
         while ((nl = strchr(line, '\n'))) {
             char *e;
-            uintptr_t a = strtoul(line, &e, 16), b = *e == '-' ? strtoul(e + 1, NULL, 16) : 0;
-            if (addr >= a && addr < b) {
+            uintptr_t a = strtoul(line, &e, 16), b = *e == '-' ? strtoul(e + 1, &e, 16) : 0;
+            if (addr >= a && addr < b) { /* "lo-hi rwxp ..." */
                 *lo = a, *hi = b, found = 0;
+                if (prot)
+                    *prot = *e != ' '
+                                ? -1
+                                : (e[1] == 'r' ? PROT_READ : 0) | (e[2] == 'w' ? PROT_WRITE : 0) |
+                                      (e[3] == 'x' ? PROT_EXEC : 0);
                 break;
             }
             line = nl + 1;
@@ -80,7 +83,7 @@ void ftr_stacks_init(void)
     /* the main thread's stack grows down from the top of its mapping, up to RLIMIT_STACK */
     uintptr_t lo, hi, sp = (uintptr_t)__builtin_frame_address(0);
     struct rlimit rl;
-    if ((uint32_t)syscall(SYS_gettid) == ftr_getpid() && mapping_of(sp, &lo, &hi) == 0) {
+    if ((uint32_t)syscall(SYS_gettid) == ftr_getpid() && ftr_mapping_of(sp, &lo, &hi, NULL) == 0) {
         uintptr_t lim = 1ull << 30;
         if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < lim)
             lim = rl.rlim_cur;
@@ -247,7 +250,7 @@ void ftr_stack_unset_aside(int i)
 int ftr_stack_set_aside(uintptr_t top)
 {
     uintptr_t lo, hi, cap = 8u << 20;
-    if (mapping_of(top - 1, &lo, &hi) < 0) lo = top > cap ? top - cap : 0;
+    if (ftr_mapping_of(top - 1, &lo, &hi, NULL) < 0) lo = top > cap ? top - cap : 0;
     if (top - lo > cap) lo = top - cap;
     /* an array in the creating thread's own stack: it lies above that thread's stack pointer */
     uintptr_t sp = (uintptr_t)__builtin_frame_address(0);

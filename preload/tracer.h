@@ -483,6 +483,10 @@ void ftr_fd_unprotect(int *fd) FTR_HIDDEN;
 
 /* init.c */
 void ftr_msg(const char *fmt, ...) FTR_HIDDEN __attribute__((format(printf, 1, 2)));
+/* The mapping of /proc/self/maps that holds addr: [*lo, *hi), and its PROT_* in *prot (when
+ * not NULL; -1: unreadable). Raw system calls, a buffer on the stack (stacks.c). @return 0, or
+ * -1: no such mapping, or the file cannot be read. */
+int ftr_mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi, int *prot) FTR_HIDDEN;
 /* The image ends (exit, exec): stop recording, flush, END chunk. @return 1 if it did. */
 int ftr_finish(uint32_t how, int code) FTR_HIDDEN;
 void ftr_resume(void) FTR_HIDDEN; /* after an exec that failed */
