@@ -82,6 +82,16 @@ static pthread_mutex_t cmd_lock = PTHREAD_MUTEX_INITIALIZER; /* a request being 
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static int finished;
 static uint32_t finished_writer;
+/* A fork child's server thread is made in the fork handler, while the child is one thread:
+ * glibc's pthread_create() calls the program's calloc() and free() (the new thread's TLS
+ * vector), which an allocator of the program's own may not expect from another thread while the
+ * child's code runs. It waits, parked, until the child's image begins (most children exec or
+ * _exit first). park_gen: 0 while it waits, then the generation it serves; park_tid: its thread
+ * id, once it is on the handshake's ignored list. */
+static atomic_uint park_gen;
+static atomic_int park_tid;
+static int parked;   /* such a thread waits (under start_lock) */
+static int park_err; /* it could not be made (an errno value): the child has no server */
 
 void ftr_control_start(void)
 {
@@ -407,7 +417,14 @@ static void *server_main(void *arg)
     sigfillset(&all);
     ftr_sigguard_real_sigmask(SIG_SETMASK, &all, NULL);
     ftr_thread_off();
-    ftr_stw_ignore((int)syscall(SYS_gettid));
+    int tid = (int)syscall(SYS_gettid);
+    ftr_stw_ignore(tid);
+    if (!me) { /* parked: tell the fork handler it may go on, then wait to be wanted */
+        atomic_store(&park_tid, tid);
+        syscall(SYS_futex, &park_tid, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        while (!(me = atomic_load(&park_gen)))
+            syscall(SYS_futex, &park_gen, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+    }
     char why[600] = "";
     /* A seccomp filter may kill the process for a system call it did not expect (unshare()
      * first): with one installed, no server (the program's filter was made without us). */
@@ -519,7 +536,13 @@ static void start_server(void)
 
     pthread_t th;
     atomic_store(&bind_state, 0);
-    int rc = ftr_create_own_thread(&th, 1, server_main, (void *)(uintptr_t)me);
+    int rc = park_err;
+    if (parked) {
+        parked = 0;
+        atomic_store(&park_gen, me);
+        syscall(SYS_futex, &park_gen, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    } else if (!rc)
+        rc = ftr_create_own_thread(&th, 1, server_main, (void *)(uintptr_t)me);
     if (rc) {
         ftr_msg("control: cannot start the server thread: %s", strerror(rc));
         atomic_store(&serving, 0);
@@ -584,9 +607,9 @@ void ftr_control_cleanup_fast(void)
 }
 
 /* A fork child has no server thread, and none of its descriptors (they are in the thread's own
- * table; the socket file stays the parent's). The child's writer thread starts the child's own
- * server. */
-static void control_child_after_fork(void)
+ * table; the socket file stays the parent's). Its own server thread is made here, parked; the
+ * child's writer thread wakes it when the child's image begins (ftr_control_poll). */
+void ftr_control_child_fork(int park)
 {
     atomic_store(&requested, 1);
     pthread_mutex_init(&cmd_lock, NULL);
@@ -595,10 +618,25 @@ static void control_child_after_fork(void)
     atomic_store(&serving, 0);
     atomic_store(&stopping, 0);
     atomic_store(&bind_state, 2);
+    atomic_store(&park_gen, 0);
+    atomic_store(&park_tid, 0);
+    parked = park_err = 0;
+    pthread_t th;
+    if (!park) return;
+    /* if it cannot, the child's writer says so when the child records, and makes none: it
+     * would call the program's allocator while the program runs */
+    if ((park_err = ftr_create_own_thread(&th, 1, server_main, NULL)) != 0) return;
+    parked = 1;
+    /* until it is on the handshake's ignored list: microseconds (a second at most) */
+    uint64_t until = now_ms() + 1000;
+    for (uint64_t now; !atomic_load(&park_tid) && (now = now_ms()) < until;) {
+        struct timespec ts = {(time_t)((until - now) / 1000),
+                              (long)((until - now) % 1000) * 1000000};
+        syscall(SYS_futex, &park_tid, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+    }
 }
 
 __attribute__((constructor)) static void control_init(void)
 {
     ftr_ctl_dir((unsigned)geteuid(), ctl_dir, sizeof ctl_dir);
-    pthread_atfork(NULL, NULL, control_child_after_fork);
 }

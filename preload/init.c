@@ -426,7 +426,9 @@ void ftr_child_after_fork(void)
     ftr_modules_lock(-1);
     ftr_fd_lock_reset();
     ftr_threads_child_fork();
-    if (!ftr_g.ready || atomic_load(&ended)) return;
+    int tracing = ftr_g.ready && !atomic_load(&ended);
+    ftr_control_child_fork(0);
+    if (!tracing) return;
     /* the parent is the process that forked: its pid now, not getppid() later (by then the
      * parent may have exited, and the child been given to init) */
     ftr_process.ppid = ftr_g.pid;
@@ -447,6 +449,7 @@ void ftr_child_after_fork(void)
         return;
     }
     ftr_stw_ignore((int)ftr_writer_tid);
+    ftr_control_child_fork(1); /* while the child is one thread (control.c says why) */
 }
 
 /* exit(): the status reaches on_exit() handlers only, which run in the reverse order of their

@@ -467,6 +467,8 @@ void ftr_control_start(void) FTR_HIDDEN;   /* constructor: start the server thre
 void ftr_control_poll(void) FTR_HIDDEN;    /* writer thread: start it if it is to be (a child) */
 void ftr_control_cleanup(void) FTR_HIDDEN; /* ftr_finish: remove the socket, stop serving */
 void ftr_control_cleanup_fast(void) FTR_HIDDEN; /* the same, with no lock and no wait (_exit) */
+/* fork child: forget the parent's server; park: make the child's own, parked until wanted */
+void ftr_control_child_fork(int park) FTR_HIDDEN;
 
 /* fdguard.c: the writer holds this lock around its write()s, dup2() onto our number takes it */
 void ftr_fd_lock(void) FTR_HIDDEN;

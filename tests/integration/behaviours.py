@@ -1009,6 +1009,9 @@ CASES = {
     "proc-setuid": Case("bsetuid.c", [], exact([{"main": 1, "main;drop": 1}])),
     "proc-own-malloc": Case("bmalloc.c", [], check_own_malloc, cflags="-fno-builtin",
                             variant="nobuiltin", verify=lambda exe, opt, flagset: flagset),
+    # the child counts 150 ms after it began: its trace began meanwhile
+    "proc-own-malloc-late": Case("bmalloc.c", ["late"], check_own_malloc, cflags="-fno-builtin",
+                                 variant="nobuiltin", verify=lambda exe, opt, flagset: flagset),
     # 5. libraries
     "lib-needed": Case("blibs.c", ["needed"], exact([{
         "main": 1, "main;lib_outer": 2, "main;lib_outer;lib_inner": 4,

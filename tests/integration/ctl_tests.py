@@ -14,6 +14,9 @@ and the program must neither crash nor hang nor change its output.
   stress   8 threads calling traced and untraced functions while ftrace-ctl toggles tracing
            and changes the filter, depth and threshold hundreds of times from two clients:
            same output as untraced, no hang, every thread's calls properly nested
+  ends     the socket file goes with the image, however it ends
+  guest    a seccomp filter and a low descriptor limit: the server never harms its host
+  child    a fork child serves ftrace-ctl on its own socket once it records
 
 usage: ctl_tests.py --bin DIR [--quick] [--commands N] [--keep] [--only NAME,...]
   --quick        fewer stress commands and no slow-client wait (what ctest runs)
@@ -834,8 +837,76 @@ def test_guest(e, exe, a):
     assert p.returncode == 0, "closedout: exit %d %r" % (p.returncode, p.stderr.read())
 
 
+CHILD = r"""
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
+__attribute__((noinline)) void work(int i) { static volatile int s; s += i; }
+static int exists(const char *dir, const char *name) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return access(p, F_OK) == 0;
+}
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    work(1);
+    pid_t c = fork();
+    if (c == 0) { /* records, says its pid, waits for "go" (30 s at most), records again */
+        work(2);
+        char p[4096], q[4096];
+        snprintf(p, sizeof p, "%s/child.tmp", argv[1]);
+        snprintf(q, sizeof q, "%s/child", argv[1]);
+        FILE *f = fopen(p, "w");
+        if (!f) _exit(3);
+        fprintf(f, "%d\n", (int)getpid());
+        if (fclose(f) || rename(p, q)) _exit(4);
+        for (int i = 0; i < 3000 && !exists(argv[1], "go"); i++) {
+            struct timespec d = {0, 10 * 1000 * 1000};
+            nanosleep(&d, NULL);
+        }
+        work(3);
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(c, &st, 0);
+    work(4);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 9;
+}
+"""
+
+
+def test_child(e, exe, a):
+    """A fork child serves ftrace-ctl on a socket of its own once it records (its server thread
+    is made in the fork handler, parked until then): status and off reach the child, whose later
+    call goes untraced, while the parent traces on."""
+    prog = build_traced(e, "child", CHILD)
+    d = os.path.join(e.work, "child-dir")
+    os.makedirs(d)
+    trace = os.path.join(e.work, "child.ftr")
+    p = subprocess.Popen([e.run_bin, "-q", "-o", trace, prog, d], env=e.env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_file(os.path.join(d, "child"), p)
+        with open(os.path.join(d, "child")) as f:
+            child = int(f.read())
+        wait_file(os.path.join(e.sock_dir(), "%d.sock" % child), p)
+        expect(e.ctl(child, "status"), 0, r"(?m)^tracing: on$", "child status")
+        expect(e.ctl(child, "off"), 0, None, "child off")
+        expect(e.ctl(child, "status"), 0, r"(?m)^tracing: off$", "child status after off")
+    finally:
+        open(os.path.join(d, "go"), "w").close()
+        out, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and out == "" and err == "", \
+        "exit %d, %r %r" % (p.returncode, out, err)
+    text = report(e, trace)
+    for tid, want in ((p.pid, 2), (child, 1)):
+        got = [b for _d, b in thread_lines(text, tid) if name_of(b) == "work"]
+        assert len(got) == want, "pid %d: %d calls of work, want %d" % (tid, len(got), want)
+
+
 TESTS = [("errors", test_errors), ("protocol", test_protocol), ("phases", test_phases),
-         ("stress", test_stress), ("ends", test_ends), ("guest", test_guest)]
+         ("stress", test_stress), ("ends", test_ends), ("guest", test_guest), ("child", test_child)]
 
 
 def main():

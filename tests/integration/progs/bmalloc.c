@@ -11,12 +11,15 @@
  * start-up and exit code calls in a -pg build (calloc once, free once). child: child_main ->
  * malloc 3, calloc 1, realloc 2, posix_memalign 1, free 2, counts 1 (below what it inherited of
  * main;forker), then _exit(7) from child_main.
+ * usage: bmalloc late — the child waits 150 ms before it counts (the tracer's writer begins the
+ * child's trace meanwhile: nothing it does then may call the program's allocator).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -126,6 +129,7 @@ NOINLINE size_t malloc_usable_size(void *p)
 }
 
 /* ---- the program ---- */
+static int late;                /* the child waits before it counts */
 static void *volatile kept[16]; /* every block escapes: no call is optimised away */
 #define KEPT(i, x) (kept[i] = (x))
 
@@ -156,6 +160,11 @@ NOINLINE void child_main(void)
     memset(b, 'b', 2000);
     free(a);
     free(c);
+    if (late) {
+        struct timespec d = {0, 150 * 1000 * 1000};
+        while (nanosleep(&d, &d) < 0 && errno == EINTR)
+            ;
+    }
     counts("child");
     _exit(z[3] == 0 && b[1999] == 'b' && ((uintptr_t)al & 63) == 0 ? 7 : 5);
 }
@@ -174,8 +183,9 @@ NOINLINE void parent_report(int st)
                        WIFEXITED(st) ? WEXITSTATUS(st) : -1));
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    late = argc > 1 && strcmp(argv[1], "late") == 0;
     /* counted from here on (before main, the C library may call it: gprof's setup; the TLS
      * of the tracer's threads, which glibc's pthread_create allocates with our calloc) */
     n_malloc = n_calloc = n_realloc = n_free = n_aligned = 0;
