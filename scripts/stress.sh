@@ -42,6 +42,11 @@ logs=$(mktemp -d /tmp/ftr-stress.XXXXXX)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
+# what is stressed is the tree as it is now: a build dir left from an earlier commit would test
+# old code with new tests
+if ! BUILD_DIR=$build "$top/scripts/build.sh" >"$logs/build.log" 2>&1; then
+  echo "== build failed: $logs/build.log"; exit 1
+fi
 if [[ ${STRESS:-1} != 0 ]] && command -v stress-ng >/dev/null; then
   nice -n 19 stress-ng --cpu "$(nproc)" --quiet & pids+=($!)
 fi
