@@ -62,7 +62,7 @@ static void usage(FILE *f)
             "      --exit MODE          how exits are caught: through (default: the tracer\n"
             "                           calls a function that takes no stack arguments, per\n"
             "                           DWARF) or hook (every return address is hooked)\n"
-            "  -q, --quiet              no summary line on stderr\n"
+            "  -q, --quiet              nothing on stderr: no summary line, no warning\n"
             "  -h, --help               this help\n"
             "\n"
             "Environment read by the traced program's libftrace.so (set them to use it\n"

@@ -134,7 +134,8 @@ void ftr_buf_free(struct ftr_buf *b)
     X(END_OVERRUNS, 9, U64, overruns)                                                              \
     X(END_BYTES_RAW, 10, U64, bytes_raw)                                                           \
     X(END_CALLS, 11, U64, calls)                                                                   \
-    X(END_THROUGH, 12, U64, through)
+    X(END_THROUGH, 12, U64, through)                                                               \
+    X(END_LOST_CALLS, 13, U64, lost_calls)
 
 #define MARK_TAGS(X)                                                                               \
     X(MARK_TSC, 1, U64, tsc)                                                                       \
@@ -162,7 +163,7 @@ _Static_assert(sizeof(void *) != 8 || sizeof(struct ftr_site_info) == 40,
                "new site field: add a SITES_ tag");
 _Static_assert(sizeof(void *) != 8 || sizeof(struct ftr_thread_info) == 24,
                "new thread field: add a THR_ tag");
-_Static_assert(sizeof(struct ftr_end_info) == 88, "new end field: add an END_ tag");
+_Static_assert(sizeof(struct ftr_end_info) == 96, "new end field: add an END_ tag");
 _Static_assert(sizeof(void *) != 8 || sizeof(struct ftr_mark_info) == 32,
                "new mark field: add a MARK_ tag");
 

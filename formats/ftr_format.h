@@ -308,7 +308,8 @@ struct ftr_end_info {
     int32_t code;   /* exit status or signal number */
     uint64_t calls; /* entry events recorded */
     uint64_t events, lost, sites, patched, skipped, overruns, bytes_raw;
-    uint64_t through; /* of the patched sites, those called through */
+    uint64_t through;    /* of the patched sites, those called through */
+    uint64_t lost_calls; /* of the lost events, calls whose ENTRY was lost (0 in older files) */
 };
 
 /* ---- encoder: builds complete chunks (header + zstd payload) appended to an ftr_buf ---- */

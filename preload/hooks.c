@@ -361,8 +361,10 @@ static HOT_INLINE int entry(struct ftr_tls *t, uint32_t site, uintptr_t *slot,
     if (likely(rec)) {
         t->rec_depth++;
         if (unlikely(!record(t, ftr_rec_head(site, FTR_EV_ENTRY), tsc))) {
-            /* the ENTRY was lost (counted): its end is not recorded either */
+            /* the ENTRY was lost (counted): its end is not recorded either (counted too) */
             top->flags &= ~FTR_SH_RECORDED;
+            t->lost++;
+            t->lost_calls++;
             t->rec_depth--;
         } else if (unlikely(sf & FTR_SF_ARGS)) {
             /* The entry is whole and its ENTRY written: a jump out of a signal handler that

@@ -47,6 +47,7 @@ static char *argv_copy[256];
 
 void ftr_msg(const char *fmt, ...)
 {
+    if (ftr_cfg.quiet) return; /* -q: not a line on the program's stderr */
     char line[1024];
     int n = snprintf(line, sizeof line, "ftrace-run: ");
     va_list ap;
@@ -212,7 +213,7 @@ static const char *clock_note(void)
 static void print_summary(void)
 {
     int failed = ftr_writer_failed();
-    uint64_t lost = ftr_writer_end_lost();
+    uint64_t lost = ftr_writer_end_lost(), lost_calls = ftr_writer_end_lost_calls();
     /* One line for the run: the session's first process says it (each image of it that
      * recorded, at its end or exec); a fork child or another program it started says only that
      * its writing failed. When the first image is not instrumented (a shell: owner 0), every
@@ -255,11 +256,16 @@ static void print_summary(void)
     if (failed)
         ftr_msg("writing %s failed (%s): %llu bytes of trace lost%s", ftr_cfg.output,
                 strerror(failed), (unsigned long long)ftr_writer_dropped(), skipped);
-    else if (!ftr_cfg.quiet)
+    else if (!ftr_cfg.quiet) {
+        char lost_note[96] = ""; /* ", N events lost (M calls)" */
+        if (lost)
+            snprintf(lost_note, sizeof lost_note, ", %llu event%s lost (%llu call%s)",
+                     (unsigned long long)lost, lost == 1 ? "" : "s", (unsigned long long)lost_calls,
+                     lost_calls == 1 ? "" : "s");
         ftr_msg("%llu calls traced into %s (%.1f KiB)%s%s%s%s",
                 (unsigned long long)ftr_writer_calls(), ftr_cfg.output,
-                (double)ftr_writer_bytes() / 1024.0, lost ? ", some events lost" : "", deep,
-                skipped, clock_note());
+                (double)ftr_writer_bytes() / 1024.0, lost_note, deep, skipped, clock_note());
+    }
 }
 
 static void fill_end(uint32_t how, int code)

@@ -45,8 +45,8 @@ static atomic_uint pool_gen;               /* futex word: moves at every release
 static atomic_uint chunks_allocated;
 static struct ftr_chunk *_Atomic full_head; /* LIFO of full chunks; the writer reverses it */
 static pthread_key_t thread_key;
-static int key_direct;                              /* thread_key may be set from any context */
-static _Atomic uint64_t lost_ended, overruns_ended; /* of threads that ended */
+static int key_direct; /* thread_key may be set from any context */
+static _Atomic uint64_t lost_ended, lost_calls_ended, overruns_ended; /* of threads that ended */
 
 static size_t chunk_size(void)
 {
@@ -155,14 +155,32 @@ static void queue_held(struct ftr_thread *r, const struct ftr_chunk *skip)
     }
 }
 
-/* The held chain of r back to the pool unwritten (the parent's records in a fork child; our
- * own threads'), but for skip. */
-static void release_held(struct ftr_thread *r, const struct ftr_chunk *skip)
+/* A fork child's copy of a chunk of the parent's records, back to the pool: its pages are
+ * dropped (zero when touched again), not zeroed by stores, each of which would first copy the
+ * parent's page (a parent with 64 threads made every fork child copy 16 MiB). */
+static void chunk_discard(struct ftr_chunk *c)
+{
+    uintptr_t lo = (uintptr_t)c->rec, hi = (uintptr_t)(c->rec + c->nrec);
+    uintptr_t plo = (lo + 4095) & ~(uintptr_t)4095, phi = hi & ~(uintptr_t)4095;
+    if (phi <= plo || madvise((void *)plo, phi - plo, MADV_DONTNEED) != 0) plo = phi = hi;
+    memset((void *)lo, 0, plo - lo);
+    memset((void *)phi, 0, hi - phi);
+    c->used = c->nrec;
+    pool_put(c);
+}
+
+/* The held chain of r back to the pool unwritten (the parent's records in a fork child: child
+ * set; our own threads'), but for skip. */
+static void release_held(struct ftr_thread *r, const struct ftr_chunk *skip, int child)
 {
     for (struct ftr_chunk *h = r->held, *n; h; h = n) {
         n = h->held_next;
         h->held_next = NULL;
-        if (h != skip) ftr_release_chunk(h);
+        if (h == skip) continue;
+        if (child)
+            chunk_discard(h);
+        else
+            ftr_release_chunk(h);
     }
     r->held = NULL;
 }
@@ -224,6 +242,7 @@ static void set_window(struct ftr_tls *t, struct ftr_chunk *c)
     if (c) {
         c->tid = t->thr->tid;
         c->flushed = 0;
+        c->used = c->nrec;
         c->seq0 = t->thr->next_seq;
         t->thr->next_seq += c->nrec;
         t->pos = c->rec;
@@ -306,12 +325,16 @@ static void thread_end(struct ftr_thread *r)
     t->state = FTR_T_OFF;
     prctl(PR_GET_NAME, r->name); /* its final name */
     queue_held(r, r->cur);
+    struct ftr_chunk *c = r->cur;
+    if (c && t->pos >= c->rec && t->pos <= c->rec + c->nrec)
+        c->used = (size_t)(t->pos - c->rec); /* a short thread's chunk: the writer reads less */
     queue_from(&r->cur);
     if (r->spare) { /* never written: back to the pool as it is */
         pool_put(r->spare);
         r->spare = NULL;
     }
     atomic_fetch_add(&lost_ended, t->lost);
+    atomic_fetch_add(&lost_calls_ended, t->lost_calls);
     atomic_fetch_add(&overruns_ended, t->overruns);
     __atomic_store_n(&r->ended, 1, __ATOMIC_RELEASE);
     atomic_store(&r->state, REC_ENDED);
@@ -365,7 +388,7 @@ void ftr_thread_off(void)
     while (atomic_load(&r->reading))
         sched_yield();
     t->pos = t->end = NULL;
-    release_held(r, chunks[0]);
+    release_held(r, chunks[0], 0);
     for (int i = 0; i < 2; i++)
         if (chunks[i]) ftr_release_chunk(chunks[i]);
     t->shadow_base = t->shadow_end = t->top = NULL;
@@ -405,6 +428,7 @@ void ftr_chunk_full_slow(void *unused)
         thr->spare = NULL;
         next->tid = thr->tid;
         next->flushed = 0;
+        next->used = next->nrec;
         next->seq0 = thr->next_seq;
         thr->next_seq += next->nrec;
         __atomic_store_n(&t->end, NULL, __ATOMIC_RELAXED);
@@ -472,7 +496,8 @@ struct ftr_chunk *ftr_take_full_chunks(void)
 
 void ftr_release_chunk(struct ftr_chunk *c)
 {
-    memset(c->rec, 0, c->nrec * sizeof c->rec[0]);
+    memset(c->rec, 0, (c->used < c->nrec ? c->used : c->nrec) * sizeof c->rec[0]);
+    c->used = c->nrec;
     pool_put(c);
     atomic_fetch_add(&pool_gen, 1);
     if (ftr_cfg.lossless) syscall(SYS_futex, &pool_gen, FUTEX_WAKE_PRIVATE, INT32_MAX, 0, 0, 0);
@@ -529,19 +554,19 @@ void ftr_threads_child_fork(void)
     struct ftr_chunk *keep = me ? me->cur : NULL;
     for (struct ftr_chunk *c = ftr_take_full_chunks(), *next; c; c = next) {
         next = c->next;
-        ftr_release_chunk(c);
+        chunk_discard(c);
     }
     for (struct ftr_thread *r = atomic_load(&threads); r; r = r->next) {
         if (r == me) continue;
         int s = atomic_load(&r->state);
         if (s == REC_FREE) continue;
-        release_held(r, r->cur);
-        if (r->cur) ftr_release_chunk(r->cur);
+        release_held(r, r->cur, 1);
+        if (r->cur) chunk_discard(r->cur);
         if (r->spare) pool_put(r->spare);
         record_release(r);
     }
     if (me) {
-        release_held(me, me->cur); /* the parent's records: the parent writes them */
+        release_held(me, me->cur, 1); /* the parent's records: the parent writes them */
         me->tid = (uint32_t)syscall(SYS_gettid);
         if (keep) {
             keep->tid = me->tid;
@@ -552,28 +577,34 @@ void ftr_threads_child_fork(void)
     }
 }
 
-static void sum_live(uint64_t *lost, uint64_t *overruns)
+enum { SUM_LOST, SUM_LOST_CALLS, SUM_OVERRUNS };
+
+static uint64_t sum_live(int what)
 {
-    *lost = atomic_load(&lost_ended);
-    *overruns = atomic_load(&overruns_ended);
+    uint64_t n = atomic_load(what == SUM_LOST         ? &lost_ended
+                             : what == SUM_LOST_CALLS ? &lost_calls_ended
+                                                      : &overruns_ended);
     for (struct ftr_thread *r = atomic_load(&threads); r; r = r->next)
         if (tls_enter(r)) {
-            *lost += r->tls->lost;
-            *overruns += r->tls->overruns;
+            n += what == SUM_LOST         ? r->tls->lost
+                 : what == SUM_LOST_CALLS ? r->tls->lost_calls
+                                          : r->tls->overruns;
             tls_leave(r);
         }
+    return n;
 }
 
 uint64_t ftr_lost_events(void)
 {
-    uint64_t l, o;
-    sum_live(&l, &o);
-    return l;
+    return sum_live(SUM_LOST);
+}
+
+uint64_t ftr_lost_calls(void)
+{
+    return sum_live(SUM_LOST_CALLS);
 }
 
 uint64_t ftr_overrun_calls(void)
 {
-    uint64_t l, o;
-    sum_live(&l, &o);
-    return o;
+    return sum_live(SUM_OVERRUNS);
 }

@@ -122,7 +122,9 @@ struct ftr_tls {
     uint32_t graph_open;    /* --graph-function roots open */
     uint32_t notrace_open;  /* --notrace functions open */
     uint64_t overruns;      /* calls not hooked because the shadow stack was full */
-    uint64_t lost;          /* events dropped (nested in the slow path, no chunk) */
+    uint64_t lost;          /* events dropped (nested in the slow path, no chunk); a lost
+                               ENTRY counts with the exit that then goes unrecorded */
+    uint64_t lost_calls;    /* of those, calls whose ENTRY was dropped */
     uint64_t lost_reported; /* of those, already told in a LOST event */
     /* handlers.c: the traced signal handlers running, innermost last (sig_n may count past
      * what sig holds) */
@@ -335,6 +337,8 @@ struct ftr_chunk {
     uint32_t next_free;          /* pool: index + 1 of the next free chunk (0: none) */
     size_t flushed;              /* records the writer has taken (it writes; rewind_short reads) */
     size_t nrec;                 /* capacity in records */
+    size_t used;                 /* slots its thread reserved: nrec, or fewer in the last chunk of
+                                    a thread that ended; what the writer reads and zeroes */
     uint64_t seq0;               /* position of rec[0] in its thread's stream of record slots: the
                                     writer tells the reader the order of a thread's pieces by it */
     struct ftr_rec rec[];        /* zeroed before (re)use: a zero head is an unfilled slot */
@@ -394,6 +398,7 @@ void ftr_for_each_thread(void (*fn)(struct ftr_thread *, void *), void *arg) FTR
 void ftr_reap_threads(void (*ended)(const struct ftr_thread *)) FTR_HIDDEN;
 /* events dropped, and calls not hooked (shadow stack full), every thread so far */
 uint64_t ftr_lost_events(void) FTR_HIDDEN;
+uint64_t ftr_lost_calls(void) FTR_HIDDEN; /* of them, calls whose ENTRY was dropped */
 uint64_t ftr_overrun_calls(void) FTR_HIDDEN;
 void ftr_wake_writer(void) FTR_HIDDEN;
 
@@ -416,6 +421,7 @@ uint64_t ftr_writer_events(void) FTR_HIDDEN;
 uint64_t ftr_writer_calls(void) FTR_HIDDEN;
 uint64_t ftr_writer_passes(void) FTR_HIDDEN;   /* partial-flush passes done so far */
 uint64_t ftr_writer_end_lost(void) FTR_HIDDEN; /* events lost, once the END chunk is written */
+uint64_t ftr_writer_end_lost_calls(void) FTR_HIDDEN; /* of them, calls whose ENTRY was lost */
 
 /* The tracer's own memory for large or temporary arrays: anonymous mmap, zeroed; never the
  * program's allocator. */

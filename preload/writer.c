@@ -48,11 +48,16 @@ static _Atomic uint64_t events_total, calls_total;
 static int process_written;
 static uint64_t passes;
 
-static uint64_t end_lost; /* events lost, as the END chunk says */
+static uint64_t end_lost, end_lost_calls; /* events and calls lost, as the END chunk says */
 
 uint64_t ftr_writer_end_lost(void)
 {
     return end_lost;
+}
+
+uint64_t ftr_writer_end_lost_calls(void)
+{
+    return end_lost_calls;
 }
 
 uint64_t ftr_writer_passes(void)
@@ -377,7 +382,9 @@ static void write_pending(int partial, int final)
     pthread_mutex_unlock(&w_lock);
     for (struct ftr_chunk *c = ftr_take_full_chunks(), *next; c; c = next) {
         next = c->next;
-        encode(c->tid, c->seq0 + c->flushed, c->rec + c->flushed, c->nrec - c->flushed);
+        size_t used = c->used < c->nrec ? c->used : c->nrec;
+        if (used > c->flushed)
+            encode(c->tid, c->seq0 + c->flushed, c->rec + c->flushed, used - c->flushed);
         ftr_release_chunk(c);
         if (out.len > (1u << 20)) flush_out();
     }
@@ -446,8 +453,10 @@ static void *writer_main(void *arg)
         end.events = events_total;
         end.calls = calls_total;
         end.lost = ftr_lost_events();
+        end.lost_calls = ftr_lost_calls();
         end.overruns = ftr_overrun_calls();
         end_lost = end.lost;
+        end_lost_calls = end.lost_calls;
         ftr_enc_end(enc, ftr_g.pid, &end, &out);
         flush_out();
     }

@@ -114,10 +114,11 @@ static void write_process(struct frp_report *r, struct frp_out *o, const struct 
     write_end(o, p);
     if (p->has_end) {
         frp_out_printf(o,
-                       "  events      %llu recorded (%llu calls), %llu lost, %llu calls not traced "
-                       "(stack too deep)",
+                       "  events      %llu recorded (%llu calls), %llu lost (%llu calls), %llu "
+                       "calls not traced (stack too deep)",
                        (unsigned long long)p->end.events, (unsigned long long)p->end.calls,
-                       (unsigned long long)p->end.lost, (unsigned long long)p->end.overruns);
+                       (unsigned long long)p->end.lost, (unsigned long long)p->end.lost_calls,
+                       (unsigned long long)p->end.overruns);
         if (p->end.bytes_raw) {
             size_str(tmp, sizeof tmp, p->end.bytes_raw);
             frp_out_printf(o, ", %s of records", tmp);

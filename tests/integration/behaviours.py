@@ -458,7 +458,8 @@ def check_deep(r):
     assert calls.get("main") == 1 and calls.get("deep_thread") == 1 and \
         calls.get("recurse", 0) > 1000 and len(calls) == 3, "summary: %s" % calls
     info = r.view()
-    m = re.search(r"\((\d+) calls\), 0 lost, (\d+) calls not traced \(stack too deep\)", info)
+    m = re.search(r"\((\d+) calls\), 0 lost \(0 calls\), (\d+) calls not traced "
+                  r"\(stack too deep\)", info)
     # --info counts the library calls too (traced, left out of the trees): at least as many
     libcalls = sum(summary_calls(r.view("--summary", libcalls=True)).values()) - sum(calls.values())
     assert m and int(m.group(1)) == calls["recurse"] + 2 + libcalls and \
@@ -572,6 +573,21 @@ MALLOC_CHILD = {"main": 1, "main;forker": 1, "main;forker;child_main": 1}
 MALLOC_CHILD.update(("main;forker;child_main;" + f, n) for f, n in (
     ("malloc", 3), ("calloc", 1), ("realloc", 2), ("posix_memalign", 1), ("free", 2),
     ("counts", 1)))
+
+
+def check_churn(r):
+    """5000 short threads (scaled): every call of each in the trace, nothing lost (--info's
+    events line says 0 lost), and one tree per thread."""
+    n = scaled(50) * 100
+    trees = r.trees()
+    main = [t for t in trees if "main" in t]
+    assert main == [{"main": 1, "main;churn": 1}], "main thread: %s" % [show(t) for t in main]
+    want = {"worker": 1, "worker;work": 1, "worker;work;leaf": 100}
+    bad = [t for t in trees if "main" not in t and t != want]
+    assert len(trees) - len(main) == n and not bad, "%d worker trees of %d, %d differ: %s" % (
+        len(trees) - len(main), n, len(bad), [show(t) for t in bad[:3]])
+    m = re.search(r"events +\d+ recorded \(\d+ calls\), (\d+) lost", r.view("--info"))
+    assert m and m.group(1) == "0", "--info: %s" % (m.group(0) if m else "no events line")
 
 
 def check_own_malloc(r):
@@ -787,6 +803,7 @@ CASES = {
     # 1. threads
     "threads-many": Case("bthreads.c", ["many"], exact(
         [{"main": 1, "main;many": 1}] + [worker_tree((i % 7 + 1) * 3) for i in range(50)])),
+    "threads-churn": Case("bthreads.c", ["churn"], check_churn),
     "threads-detached": Case("bthreads.c", ["detached"], exact(
         [{"main": 1, "main;detached": 1}] + [worker_tree(5)] * 20)),
     "threads-exit": Case("bthreads.c", ["exit"], exact(

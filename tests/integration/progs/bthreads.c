@@ -19,6 +19,11 @@
  *             talker;work 3, talker;work;leaf 6}
  *   sysexit   the same, but the main thread ends with a raw exit system call (no glibc).
  *             trees: main {main, main;sysexit} (left open); thread as mainexit
+ *   churn     5000 short threads (scaled()), 50 waves of 100 at a time, each worker -> work
+ *             -> leaf x 100: nothing may be lost (1 M events in a second or less, far below what
+ *             the writer takes), and the summary must count exactly.
+ *             trees: main {main, main;churn}; each thread {worker, worker;work,
+ *             worker;work;leaf 100}
  * A second argument "nice" runs the mode under nice(5) first (a niced process whose main
  * thread had exited never ended: the tracer read the nice value as its thread count).
  */
@@ -67,6 +72,23 @@ NOINLINE int many(void)
     }
     printf("many: 50 threads, sum %ld\n", sum);
     return 31;
+}
+
+NOINLINE int churn(void)
+{
+    long waves = scaled(50), sum = 0;
+    for (long wave = 0; wave < waves; wave++) {
+        pthread_t t[100];
+        for (int j = 0; j < 100; j++)
+            if (pthread_create(&t[j], NULL, worker, (void *)100L)) return 4;
+        for (int j = 0; j < 100; j++) {
+            void *r;
+            pthread_join(t[j], &r);
+            sum += (long)r;
+        }
+    }
+    printf("churn: %ld threads, sum %ld\n", waves * 100, sum);
+    return 0;
 }
 
 static sem_t done;
@@ -167,6 +189,8 @@ int main(int argc, char **argv)
         rc = many();
     else if (!strcmp(mode, "detached"))
         rc = detached();
+    else if (!strcmp(mode, "churn"))
+        rc = churn();
     else if (!strcmp(mode, "exit"))
         rc = texit();
     else if (!strcmp(mode, "mainexit"))
@@ -174,7 +198,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "sysexit"))
         rc = sysexit();
     else
-        fprintf(stderr, "usage: bthreads many|detached|exit|mainexit|sysexit\n");
+        fprintf(stderr, "usage: bthreads many|detached|churn|exit|mainexit|sysexit\n");
     KEEP(rc);
     return rc;
 }
