@@ -15,6 +15,14 @@ read-only once relocated). Each run checks:
   - ftrace-ctl PID libcall off / on while the program runs: each phase as asked, marked;
   - a program that hooks its own GOT slot (progs/bgothook.c): ftrace-ctl leaves the slot and
     its page's protection as the program made them.
+The C++ ABI's library calls and gprof's, as uftrace records them, in every flag set at -O0
+and -O2, each call counted exactly where it is made (stdout, stderr, exit status unchanged):
+  - progs/blc_cxxabi.cpp: __cxa_atexit under the static initialiser, before main;
+    __cxa_guard_acquire in both threads that race for a function-local static,
+    __cxa_guard_release once, __cxa_guard_abort when its constructor throws; a catch's
+    __cxa_begin_catch, __cxa_end_catch, __cxa_get_exception_ptr; __cxa_thread_atexit;
+  - progs/blc_gmon.c: in -pg builds gcrt1's __monstartup and __cxa_atexit before main (none
+    without -pg); moncontrol, and _mcleanup before an _exit.
 
 usage: libcall_tests.py --bin DIR [--flagset NAME ...] [--keep]
 """
@@ -297,6 +305,143 @@ def case_callers(bindir, work):
     assert r.returncode == 0 and r.stdout == "hi\n", (r.returncode, r.stdout, r.stderr)
 
 
+# The C++ ABI's library calls and gprof's (progs/blc_cxxabi.cpp, progs/blc_gmon.c), which
+# uftrace records. Only these functions' frames are kept (and the library calls among them);
+# the others (constructors inlined or not, split by gcc's partial inlining, destructors,
+# printf...) are left out and their callees move up.
+CXX_FUNCS = {"main", "use", "flaky", "catcher", "thrower", "worker", "tls_use",
+             "wait_for_waiter", "made", "gone"}
+INIT = "<init>"  # the static initialiser: _GLOBAL__sub_I_<the file's first symbol or name>
+# gcrt1 (a -pg link): __gmon_start__ calls __monstartup() and atexit(_mcleanup), whose
+# __cxa_atexit() is the library call (atexit is linked into the program, untraced)
+GMON_START = {"__monstartup": 1, "__cxa_atexit": 1}
+CXX_MAIN = {
+    INIT: 1, INIT + ";made": 1, INIT + ";__cxa_atexit": 1,  # g's destructor, before main
+    "main": 1,
+    # use()'s static: main and the worker both acquire; main constructs, releases once and
+    # registers its destructor; the 3 later uses call nothing
+    "main;use": 4, "main;use;__cxa_guard_acquire": 1, "main;use;wait_for_waiter": 1,
+    "main;use;made": 1, "main;use;__cxa_guard_release": 1, "main;use;__cxa_atexit": 1,
+    # flaky()'s static: its constructor throws the first time (the guard aborted)
+    "main;flaky": 2, "main;flaky;__cxa_guard_acquire": 2,
+    "main;flaky;__cxa_allocate_exception": 1, "main;flaky;__cxa_guard_abort": 1,
+    "main;flaky;__cxa_guard_release": 1,
+    "main;__cxa_begin_catch": 1, "main;__cxa_end_catch": 1,
+    # a throw caught by value (__cxa_throw itself is not traced: it never returns)
+    "main;catcher": 1, "main;catcher;thrower": 1,
+    "main;catcher;thrower;__cxa_allocate_exception": 1,
+    "main;catcher;__cxa_get_exception_ptr": 1, "main;catcher;__cxa_begin_catch": 1,
+    "main;catcher;__cxa_current_exception_type": 1, "main;catcher;__cxa_demangle": 1,
+    "main;catcher;__cxa_end_catch": 1,
+    "gone": 2,  # at exit: use()'s static (~Counter), then g (~Global)
+}
+CXX_WORKER = {"worker": 1, "worker;use": 1, "worker;use;__cxa_guard_acquire": 1,
+              "worker;tls_use": 1, "worker;tls_use;__cxa_thread_atexit": 1,
+              "gone": 1}  # its thread_local's destructor, as the thread ends
+CXX = {"gcc": "g++", "clang": "clang++"}
+ROOT = re.compile(r"^\s*(\d+)\) [^|]*\|  ([^ }][^(]*)\(")
+
+
+def gmon_linked(fs):
+    """Whether the flag set links with -pg (gcrt1)"""
+    return "-pg" in FLAGSETS[fs][1].split()
+
+
+def build_prog(work, fs, opt, src):
+    cc, cflags, ldflags, _ = FLAGSETS[fs]
+    stem, ext = os.path.splitext(src)
+    exe = os.path.join(work, "%s-%s-%s" % (stem, fs, opt))
+    cmd = "%s -%s %s -I%s -o %s %s/%s -pthread %s" % (
+        CXX[cc] if ext == ".cpp" else cc, opt, cflags, PROGS, exe, PROGS, src, ldflags)
+    b = buildcache.run(cmd, shell=True, timeout=TIMEOUT)
+    assert b.returncode == 0, "build failed: %s\n%s" % (cmd, b.stderr)
+    return exe
+
+
+def trace_same(bindir, work, exe, args=()):
+    """exe run untraced and traced: the same stdout, stderr and exit status. @return the
+    report, library calls shown (the default)"""
+    plain = run([exe] + list(args), cwd=work)
+    path = os.path.join(work, "t.ftr")
+    if os.path.exists(path):
+        os.unlink(path)
+    traced = run([os.path.join(bindir, "ftrace-run"), "-q", "-o", path, exe] + list(args),
+                 cwd=work)
+    for what in ("stdout", "stderr", "returncode"):
+        assert getattr(traced, what) == getattr(plain, what), "%s differs: %r vs %r" % (
+            what, getattr(traced, what), getattr(plain, what))
+    return graph(bindir, path)
+
+
+def roots(text):
+    """tid -> the names of its calls at depth 0, in order"""
+    out = collections.defaultdict(list)
+    for line in text.splitlines():
+        m = ROOT.match(line)
+        if m:
+            out[int(m.group(1))].append(m.group(2))
+    return out
+
+
+def project(tree, keep):
+    """tree with only the frames keep(name) names (and the static initialiser as INIT)"""
+    out = collections.Counter()
+    for k, v in tree.items():
+        parts = [INIT if x.startswith("_GLOBAL__sub_I_") else x for x in k.split(";")]
+        if keep(parts[-1]):
+            out[";".join(x for x in parts if keep(x))] += v
+    return dict(out)
+
+
+def same(got, want, what):
+    assert got == want, "%s differs:\n got %s\nwant %s\n diff %s" % (
+        what, sorted(got.items()), sorted(want.items()),
+        sorted(set(got.items()) ^ set(want.items())))
+
+
+def case_cxxabi(bindir, work, fs, opt):
+    """__cxa_atexit before main under the static initialiser; __cxa_guard_acquire in both
+    threads racing for a function-local static, __cxa_guard_release once; __cxa_guard_abort
+    when its constructor throws; a catch's __cxa_begin_catch and __cxa_end_catch; in -pg builds
+    gcrt1's __monstartup and __cxa_atexit first of all"""
+    exe = build_prog(work, fs, opt, "blc_cxxabi.cpp")
+    text = trace_same(bindir, work, exe)
+    folded, open_calls = parse_graph(text)
+    assert not open_calls, "open: %s" % open_calls
+    keep = lambda x: x in CXX_FUNCS or x.startswith("__cxa_") or x in ("__monstartup", INIT)
+    trees = {tid: project(c, keep) for tid, c in folded.items()}
+    mains = [tid for tid, t in trees.items() if "main" in t]
+    assert len(mains) == 1 and len(trees) == 2, "threads: %s" % trees
+    want = dict(CXX_MAIN, **(GMON_START if gmon_linked(fs) else {}))
+    same(trees[mains[0]], want, "main's thread")
+    same([t for tid, t in trees.items() if tid != mains[0]][0], CXX_WORKER, "the worker")
+    order = [INIT if x.startswith("_GLOBAL__sub_I_") else x for x in roots(text)[mains[0]]]
+    before = order[:order.index("main")] if "main" in order else order
+    want_before = (["__monstartup", "__cxa_atexit"] if gmon_linked(fs) else []) + [INIT]
+    assert before == want_before, "before main: %s, want %s" % (before, want_before)
+
+
+def case_gmon(bindir, work, fs, opt):
+    """gcrt1's __monstartup and __cxa_atexit before main in -pg builds (none without -pg);
+    main's atexit (its __cxa_atexit), moncontrol, and with "dump" _mcleanup then _exit"""
+    exe = build_prog(work, fs, opt, "blc_gmon.c")
+    start = GMON_START if gmon_linked(fs) else {}
+    for args, tree, open_, after in (
+            ([], {"main": 1, "main;__cxa_atexit": 1, "main;moncontrol": 1, "main;printf": 1,
+                  "bye": 1, "bye;printf": 1}, [], ["bye"]),
+            (["dump"], {"main": 1, "main;__cxa_atexit": 1, "main;moncontrol": 1,
+                        "main;printf": 1, "main;fflush": 1, "main;_mcleanup": 1,
+                        "main;_exit": 1}, ["main", "_exit"], [])):
+        text = trace_same(bindir, work, exe, args)
+        folded, open_calls = parse_graph(text)
+        assert len(folded) == 1, "threads: %s" % folded
+        tid, got = list(folded.items())[0]
+        same(dict(got), dict(tree, **start), "the tree (%s)" % " ".join(args or ["plain"]))
+        assert open_calls.get(tid, []) == open_, "open: %s" % open_calls
+        order = roots(text)[tid]
+        assert order == list(start) + ["main"] + after, "calls at depth 0: %s" % order
+
+
 def main():
     a = case_args()
     bindir = os.path.abspath(a.bin)
@@ -307,6 +452,9 @@ def main():
         for opt in ("O0", "O2"):
             b = Build(work, fs, opt)
             case("%s/%s tree" % (fs, opt), lambda b=b: case_tree(bindir, work, b))
+            for what, fn in ("C++ ABI", case_cxxabi), ("gmon", case_gmon):
+                case("%s/%s %s" % (fs, opt, what),
+                     lambda fn=fn, fs=fs, opt=opt: fn(bindir, work, fs, opt))
     b = Build(work, "gcc-pgfentry", "O2")
     case("gcc-pgfentry/O2 --no-libcall", lambda: case_off(bindir, work, b))
     case("gcc-pgfentry/O2 filters", lambda: case_filters(bindir, work, b))
