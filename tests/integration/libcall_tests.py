@@ -8,7 +8,9 @@ read-only once relocated). Each run checks:
     program, is still abs: a GOT slot that is read is never hooked);
   - the whole tree, library calls included, is exactly WANT: leaves with their durations,
     qsort calling back into the traced cmp, longjmp and exit (they never return), a thread's
-    getpid, a dlopen()ed library's strlen;
+    getpid, a dlopen()ed library's strlen, the __cxa_finalize of its destructors in dlclose
+    (and of the executable's in exit, for a PIE), gcrt1's __monstartup and __cxa_atexit
+    before main in a -pg link;
   - --no-libcall (and FTRACE_LIBCALL=0): the same tree without them;
   - filters: -F 'main,run,libc.so.6:str*' (a module-qualified selection), '*,-malloc,-free';
   - --auto-args: the arguments and return values of the libc prototype table;
@@ -55,9 +57,13 @@ WANT = {
     "main;threads": 1, "main;threads;pthread_create": 1, "main;threads;pthread_join": 1,
     "main;plugin": 1,  # dlopen and dlsym are never hooked (they look at their caller)
     "main;plugin;plug_len": 1, "main;plugin;plug_len;strlen": 1, "main;plugin;printf": 1,
-    "main;plugin;dlclose": 1,
+    # the library's destructors' __cxa_finalize (crtstuff's __do_global_dtors_aux)
+    "main;plugin;dlclose": 1, "main;plugin;dlclose;__cxa_finalize": 1,
     "main;fflush": 1, "main;exit": 1,
 }
+# gcrt1 (a -pg link): __gmon_start__ calls __monstartup() and atexit(_mcleanup), whose
+# __cxa_atexit() is the library call (atexit is linked into the program, untraced)
+GMON_START = {"__monstartup": 1, "__cxa_atexit": 1}
 OPTIONAL = {"main;run;memcpy"}
 WORKER = {"worker": 1, "worker;getpid": 1}
 OPEN = ["main", "exit"]  # exit never returns
@@ -65,6 +71,32 @@ OPEN = ["main", "exit"]  # exit never returns
 
 def run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, **kw)
+
+
+def gmon_start(fs, exe):
+    """gcrt1's calls before main, in a -pg link, when the executable's _init is the first to
+    call __gmon_start__, after libftrace.so's constructor. A library loaded at the start that
+    refers to it (libm, libstdc++: the executable then exports it) calls it from its own _init,
+    before that constructor runs: untraced."""
+    if "-pg" not in FLAGSETS[fs][1].split():
+        return {}
+    r = run(["nm", "-D", "--defined-only", exe])
+    assert r.returncode == 0, "nm: %s" % r.stderr
+    return {} if re.search(r" __gmon_start__$", r.stdout, re.M) else dict(GMON_START)
+
+
+def pie(fs):
+    """crtbeginS.o's __do_global_dtors_aux (a PIE's) calls __cxa_finalize at exit; crtbegin.o's
+    does not"""
+    return "-no-pie" not in FLAGSETS[fs][2].split()
+
+
+def want_of(fs, exe):
+    """WANT for exe, built in flag set fs"""
+    want = dict(WANT, **gmon_start(fs, exe))
+    if pie(fs):
+        want["main;exit;__cxa_finalize"] = 1
+    return want
 
 
 class Build:
@@ -82,6 +114,7 @@ class Build:
                             extra_ldflags)):
                 b = buildcache.run(cmd, shell=True, timeout=TIMEOUT)
                 assert b.returncode == 0, "build failed: %s\n%s" % (cmd, b.stderr)
+        self.want = want_of(fs, self.exe)
 
 
 def trace(bindir, work, exe, args, opts=(), env=None):
@@ -106,7 +139,7 @@ def graph(bindir, path, *extra):
     return r.stdout
 
 
-def check_tree(text, want=WANT, worker=WORKER, optional=OPTIONAL, open_=OPEN):
+def check_tree(text, want, worker=WORKER, optional=OPTIONAL, open_=OPEN):
     folded, open_calls = parse_graph(text)
     trees = {tid: dict(c) for tid, c in folded.items()}
     mains = [tid for tid, t in trees.items() if "main" in t]
@@ -141,7 +174,7 @@ def only_functions(tree):
 
 def case_tree(bindir, work, b):
     path = trace(bindir, work, b.exe, [b.lib])
-    check_tree(graph(bindir, path))
+    check_tree(graph(bindir, path), b.want)
     # the same trace without its library calls
     check_tree(graph(bindir, path, "--no-libcall"), only_functions(WANT),
                only_functions(WORKER), (), ["main"])
@@ -161,7 +194,7 @@ def case_filters(bindir, work, b):
                {"main": 1, "main;run": 1, "main;run;strlen": 1, "main;strlen": 1}, None, (),
                ["main"])
     path = trace(bindir, work, b.exe, [b.lib], ["-F", "*,-malloc,-free"])
-    check_tree(graph(bindir, path), without(WANT, "malloc", "free"))
+    check_tree(graph(bindir, path), without(b.want, "malloc", "free"))
 
 
 ARGS_WANT = [
@@ -185,8 +218,9 @@ def case_auto_args(bindir, work, b):
     for w in ARGS_WANT:
         assert any(w.match(x) for x in lines), "no line like %s in\n%s" % (
             w.pattern, "\n".join(lines))
-    # the tree itself is unchanged by the values
-    check_tree(re.sub(r"\((?:[^()]|\([^()]*\))*\)( = [^;{]*)?(;| \{)", r"()\2", text))
+    # the tree itself is unchanged by the values (a call's, and a closer's: "} /* f = 0 */")
+    text = re.sub(r"\((?:[^()]|\([^()]*\))*\)( = [^;{]*)?(;| \{)", r"()\2", text)
+    check_tree(re.sub(r"(\} /\* \S+) = .* \*/$", r"\1 */", text, flags=re.M), b.want)
 
 
 def case_ctl(bindir, work, b):
@@ -312,9 +346,6 @@ def case_callers(bindir, work):
 CXX_FUNCS = {"main", "use", "flaky", "catcher", "thrower", "worker", "tls_use",
              "wait_for_waiter", "made", "gone"}
 INIT = "<init>"  # the static initialiser: _GLOBAL__sub_I_<the file's first symbol or name>
-# gcrt1 (a -pg link): __gmon_start__ calls __monstartup() and atexit(_mcleanup), whose
-# __cxa_atexit() is the library call (atexit is linked into the program, untraced)
-GMON_START = {"__monstartup": 1, "__cxa_atexit": 1}
 CXX_MAIN = {
     INIT: 1, INIT + ";made": 1, INIT + ";__cxa_atexit": 1,  # g's destructor, before main
     "main": 1,
@@ -340,11 +371,6 @@ CXX_WORKER = {"worker": 1, "worker;use": 1, "worker;use;__cxa_guard_acquire": 1,
               "gone": 1}  # its thread_local's destructor, as the thread ends
 CXX = {"gcc": "g++", "clang": "clang++"}
 ROOT = re.compile(r"^\s*(\d+)\) [^|]*\|  ([^ }][^(]*)\(")
-
-
-def gmon_linked(fs):
-    """Whether the flag set links with -pg (gcrt1)"""
-    return "-pg" in FLAGSETS[fs][1].split()
 
 
 def build_prog(work, fs, opt, src):
@@ -403,7 +429,8 @@ def case_cxxabi(bindir, work, fs, opt):
     """__cxa_atexit before main under the static initialiser; __cxa_guard_acquire in both
     threads racing for a function-local static, __cxa_guard_release once; __cxa_guard_abort
     when its constructor throws; a catch's __cxa_begin_catch and __cxa_end_catch; in -pg builds
-    gcrt1's __monstartup and __cxa_atexit first of all"""
+    gcrt1's __monstartup and __cxa_atexit first of all, when traced (not here: libm's and
+    libstdc++'s _init call __gmon_start__ first); __cxa_finalize at exit in a PIE"""
     exe = build_prog(work, fs, opt, "blc_cxxabi.cpp")
     text = trace_same(bindir, work, exe)
     folded, open_calls = parse_graph(text)
@@ -412,26 +439,38 @@ def case_cxxabi(bindir, work, fs, opt):
     trees = {tid: project(c, keep) for tid, c in folded.items()}
     mains = [tid for tid, t in trees.items() if "main" in t]
     assert len(mains) == 1 and len(trees) == 2, "threads: %s" % trees
-    want = dict(CXX_MAIN, **(GMON_START if gmon_linked(fs) else {}))
+    start = gmon_start(fs, exe)
+    want = dict(CXX_MAIN, **start, **({"__cxa_finalize": 1} if pie(fs) else {}))
     same(trees[mains[0]], want, "main's thread")
     same([t for tid, t in trees.items() if tid != mains[0]][0], CXX_WORKER, "the worker")
     order = [INIT if x.startswith("_GLOBAL__sub_I_") else x for x in roots(text)[mains[0]]]
-    before = order[:order.index("main")] if "main" in order else order
-    want_before = (["__monstartup", "__cxa_atexit"] if gmon_linked(fs) else []) + [INIT]
-    assert before == want_before, "before main: %s, want %s" % (before, want_before)
+    assert "main" in order, "no main in %s" % order
+    before = order[:order.index("main")]
+    assert before == list(start) + [INIT], "before main: %s, want %s" % (
+        before, list(start) + [INIT])
+    assert not pie(fs) or order[-1] == "__cxa_finalize", "the last: %s" % order
+    # the frames the exceptions left: the throwers' alone (with flaky's constructor), never a
+    # library call's (__cxa_begin_catch closing its own frame: "unwound")
+    unwound = re.findall(r"\} /\* (\S+) \(unwound\) \*/$", text, re.M)
+    assert sorted(x for x in unwound if keep(x)) == ["flaky", "thrower"], "unwound: %s" % unwound
 
 
 def case_gmon(bindir, work, fs, opt):
     """gcrt1's __monstartup and __cxa_atexit before main in -pg builds (none without -pg);
-    main's atexit (its __cxa_atexit), moncontrol, and with "dump" _mcleanup then _exit"""
+    main's atexit (its __cxa_atexit), moncontrol, the executable's __cxa_finalize at exit (a
+    PIE's), and with "dump" _mcleanup then _exit"""
     exe = build_prog(work, fs, opt, "blc_gmon.c")
-    start = GMON_START if gmon_linked(fs) else {}
+    start = gmon_start(fs, exe)
+    assert start or "-pg" not in FLAGSETS[fs][1].split(), "__gmon_start__ exported"
+    fin = ["__cxa_finalize"] if pie(fs) else []  # the executable's, at exit
     for args, tree, open_, after in (
-            ([], {"main": 1, "main;__cxa_atexit": 1, "main;moncontrol": 1, "main;printf": 1,
-                  "bye": 1, "bye;printf": 1}, [], ["bye"]),
-            (["dump"], {"main": 1, "main;__cxa_atexit": 1, "main;moncontrol": 1,
-                        "main;printf": 1, "main;fflush": 1, "main;_mcleanup": 1,
-                        "main;_exit": 1}, ["main", "_exit"], [])):
+            ([], dict({"main": 1, "main;__cxa_atexit": 1, "main;moncontrol": 1,
+                       "main;printf": 1, "bye": 1, "bye;printf": 1}, **{f: 1 for f in fin}),
+             [], ["bye"] + fin),
+            # _mcleanup's GOT slot is read where gcrt1 takes its address: never hooked there
+            (["dump"], dict({"main": 1, "main;__cxa_atexit": 1, "main;moncontrol": 1,
+                             "main;printf": 1, "main;fflush": 1, "main;_exit": 1},
+                            **({} if start else {"main;_mcleanup": 1})), ["main", "_exit"], [])):
         text = trace_same(bindir, work, exe, args)
         folded, open_calls = parse_graph(text)
         assert len(folded) == 1, "threads: %s" % folded

@@ -6,11 +6,12 @@
  *   blc_gmon        main: atexit(bye) (a __cxa_atexit under main), moncontrol(0) (gprof's
  *                   switch), returns 4; bye() runs at exit
  *   blc_gmon dump   the same, then _mcleanup() (gmon.out written now, as a program does before
- *                   it leaves without exit handlers) and _exit(4), which never returns
+ *                   it leaves without exit handlers) and _exit(4), which never returns. In a -pg
+ *                   link that call is not traced: gcrt1 takes _mcleanup's address from the GOT
+ *                   slot the call goes through (a slot that is read is never hooked).
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "progs.h"
@@ -30,7 +31,7 @@ int main(int argc, char **argv)
     if (atexit(bye)) return 1;
     moncontrol(0);
     printf("main %d\n", argc);
-    if (argc > 1 && !strcmp(argv[1], "dump")) {
+    if (argc > 1 && argv[1][0] == 'd') { /* dump (no strcmp: one call less to count) */
         fflush(stdout);
         _mcleanup();
         _exit(4);
