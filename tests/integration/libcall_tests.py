@@ -312,10 +312,13 @@ def case_callers(bindir, work):
     sub = os.path.join(work, "origin", "sub")
     os.makedirs(sub, exist_ok=True)
     d = os.path.dirname(sub)
-    cmds = ["gcc -O2 -fPIC -shared -o %s/libblibcall.so %s/libblibcall.c -I%s" % (sub, PROGS, PROGS),
-            "gcc -O2 -fPIC -shared -pg -mfentry -o %s/libblc_wrap.so %s/libblc_wrap.c -ldl" % (d, PROGS),
+    cmds = ["gcc -O2 -fPIC -shared -o %s/libblibcall.so %s/libblibcall.c -I%s"
+            % (sub, PROGS, PROGS),
+            "gcc -O2 -fPIC -shared -pg -mfentry -o %s/libblc_wrap.so %s/libblc_wrap.c -ldl"
+            % (d, PROGS),
             "gcc -O2 -pg -mfentry -I%s -o %s/blc_origin %s/blc_origin.c -L%s -lblc_wrap -ldl "
-            "-Wl,-rpath,'$ORIGIN' -Wl,-rpath,'$ORIGIN/sub' -Wl,--enable-new-dtags" % (PROGS, d, PROGS, d),
+            "-Wl,-rpath,'$ORIGIN' -Wl,-rpath,'$ORIGIN/sub' -Wl,--enable-new-dtags"
+            % (PROGS, d, PROGS, d),
             "gcc -O2 -fPIC -shared -o %s/libblc_malloc.so %s/libblc_malloc.c -ldl" % (d, PROGS)]
     for c in cmds:
         b = buildcache.run(c, shell=True, timeout=TIMEOUT)
