@@ -438,7 +438,8 @@ def case_cxxabi(bindir, work, fs, opt):
     text = trace_same(bindir, work, exe)
     folded, open_calls = parse_graph(text)
     assert not open_calls, "open: %s" % open_calls
-    keep = lambda x: x in CXX_FUNCS or x.startswith("__cxa_") or x in ("__monstartup", INIT)
+    def keep(x):
+        return x in CXX_FUNCS or x.startswith("__cxa_") or x in ("__monstartup", INIT)
     trees = {tid: project(c, keep) for tid, c in folded.items()}
     mains = [tid for tid, t in trees.items() if "main" in t]
     assert len(mains) == 1 and len(trees) == 2, "threads: %s" % trees
