@@ -81,10 +81,11 @@ void ftr_libcalls_enable(int on)
  * "Library calls"). Everything else is traced as a leaf whose return is hooked: the rest of
  * the C++ ABI (__cxa_atexit, __cxa_guard_*, __cxa_begin_catch, whose wrapper in unwind.c
  * leaves its own hooked frame open, __cxa_end_catch, __cxa_allocate_exception,
- * __cxa_finalize, __cxa_thread_atexit...) and gprof's runtime (__monstartup, called by gcrt1
- * before main once the tracer is ready; _mcleanup; moncontrol): none looks at its return
- * address or unwinds from its own frame, and a callback that throws through one is walked as
- * through any hooked frame (the pseudo-frame of tramp_x86_64.S). */
+ * __cxa_finalize, __cxa_thread_atexit...) and gprof's runtime (__monstartup, which gcrt1 calls
+ * before main from the executable's _init, after our constructor - unless a library's _init,
+ * run before it, calls the exported __gmon_start__ first; _mcleanup; moncontrol): none looks
+ * at its return address or unwinds from its own frame, and a callback that throws through one
+ * is walked as through any hooked frame (the pseudo-frame of tramp_x86_64.S). */
 static int excluded(const char *n)
 {
     static const char *const exact[] = {
