@@ -13,8 +13,9 @@
  *    __cxa_begin_catch and __cxa_end_catch (__cxa_throw is not traced: it never returns), the
  *    type named with __cxa_current_exception_type and __cxa_demangle;
  *  - the worker's thread_local object with a destructor: __cxa_thread_atexit.
- * Traced functions are extern "C" (names that do not depend on demangling); the constructors
- * are inlined or not, so the test looks at the library calls' callers only through these.
+ * Traced functions are extern "C" (names that do not depend on demangling), but use(), whose
+ * guard is named after its mangled name (the report shows "use"); the constructors are
+ * inlined or not, so the test looks at the library calls' callers only through these.
  *   blc_cxxabi     prints what it did; exit status 5
  */
 #include <cxxabi.h>
