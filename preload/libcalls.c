@@ -17,17 +17,18 @@
  * an object loaded later than the start, outside the module's dependencies) or is not found is
  * left alone: the loader binds it when it is first called, untraced.
  *
- * Never hooked: what looks at its return address to find its caller (dlsym(RTLD_NEXT), dlopen's
- * RUNPATH and $ORIGIN: through a stub the caller would be our return hook), what must not gain
- * a frame (setjmp & co return twice, vfork's child returns on the parent's stack, the context
- * switches and clone), what unwinds the stack (the C++ ABI and _Unwind_*: unwind.c covers those
- * through the program's frames), the hooks' own entry points (mcount, __fentry__), the stack
- * walkers (backtrace, libunwind: unwind.c corrects them for the program's frames), the start of
- * the program, and calls of a function in a traced module (it has its own sites). Nor a
- * sanitizer's runtime (libasan, liblsan, or linked into the executable by clang), whether called
- * or calling: its interceptors (malloc, free, memcpy, printf...) record their caller's stack for
- * their reports, reading return addresses, and would name our return hook as the caller; and
- * its own calls are its internals (locks, thread registry, leak check).
+ * Never hooked (excluded() below, each group with its reason): what looks at its return address
+ * to find its caller (dlsym(RTLD_NEXT), dlopen's RUNPATH and $ORIGIN: through a stub the caller
+ * would be our return hook), what must not gain a frame (setjmp & co return twice, vfork's child
+ * returns on the parent's stack, the context switches and clone), what unwinds the stack from
+ * its own frame (the C++ ABI's throws, _Unwind_*: unwind.c covers the program's frames), the
+ * hooks' own entry points (mcount, __fentry__), the stack walkers (backtrace, libunwind: unwind.c
+ * corrects them for the program's frames), the start of the program, and calls of a function in
+ * a traced module (it has its own sites). Nor a sanitizer's runtime (libasan, liblsan, or linked
+ * into the executable by clang), whether called or calling: its interceptors (malloc, free,
+ * memcpy, printf...) record their caller's stack for their reports, reading return addresses,
+ * and would name our return hook as the caller; and its own calls are its internals (locks,
+ * thread registry, leak check).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -76,22 +77,65 @@ void ftr_libcalls_enable(int on)
     enabled = on;
 }
 
+/* Functions whose calls are never hooked, by group, each with its reason (docs/design.md,
+ * "Library calls"). Everything else is traced as a leaf whose return is hooked: the rest of
+ * the C++ ABI (__cxa_atexit, __cxa_guard_*, __cxa_begin_catch, whose wrapper in unwind.c
+ * leaves its own hooked frame open, __cxa_end_catch, __cxa_allocate_exception,
+ * __cxa_finalize, __cxa_thread_atexit...) and gprof's runtime (__monstartup, which gcrt1 calls
+ * before main from the executable's _init, after our constructor - unless a library's _init,
+ * run before it, calls the exported __gmon_start__ first; _mcleanup; moncontrol): none looks
+ * at its return address or unwinds from its own frame, and a callback that throws through one
+ * is walked as through any hooked frame (the pseudo-frame of tramp_x86_64.S). */
 static int excluded(const char *n)
 {
     static const char *const exact[] = {
-        "setjmp", "_setjmp", "__setjmp", "sigsetjmp", "__sigsetjmp", "savectx", "vfork", "__vfork",
-        "clone", "__clone", "clone3", "__clone3", "getcontext", "setcontext", "swapcontext",
-        "makecontext", "syscall", "__libc_start_main", "__libc_start_call_main", "mcount",
-        "_mcount", "__fentry__", "__cyg_profile_func_enter", "__cyg_profile_func_exit",
-        "__tls_get_addr", "__gmon_start__", "__stack_chk_fail", "__gxx_personality_v0",
-        "__gcc_personality_v0", "_ITM_registerTMCloneTable", "_ITM_deregisterTMCloneTable",
-        "__register_frame_info", "__deregister_frame_info", "__monstartup", "_mcleanup",
-        "moncontrol",
-        /* they look at their caller, which through a stub would be our return hook */
+        /* They return twice (or on another stack): the second return would find its hook
+         * consumed by the first. setjmp & co and getcontext; the other ucontext functions;
+         * vfork (the child returns on the parent's stack, then the parent); clone (the child
+         * starts on a stack of its own); syscall (a raw clone or vfork) */
+        "setjmp", "_setjmp", "__setjmp", "sigsetjmp", "__sigsetjmp", "savectx", "getcontext",
+        "setcontext", "swapcontext", "makecontext", "vfork", "__vfork", "clone", "__clone",
+        "clone3", "__clone3", "syscall",
+        /* The start of the program: our wrapper calls main, the call never returns */
+        "__libc_start_main", "__libc_start_call_main",
+        /* The instrumentation's own entry points (our hooks; -finstrument-functions') */
+        "mcount", "_mcount", "__fentry__", "__cyg_profile_func_enter", "__cyg_profile_func_exit",
+        /* A library's every general-dynamic thread-local access: run-time support, not a call
+         * of the program's */
+        "__tls_get_addr",
+        /* Start-up code's, called through a pointer it tests first (crti's _init, crtstuff):
+         * that read of the slot keeps it unhooked anyway */
+        "__gmon_start__", "_ITM_registerTMCloneTable", "_ITM_deregisterTMCloneTable",
+        "__register_frame_info", "__deregister_frame_info",
+        /* It never returns: it reports that the caller found its own frame overwritten, and
+         * aborts */
+        "__stack_chk_fail",
+        /* Personality routines: the unwinder's, called for the frames it walks */
+        "__gxx_personality_v0", "__gcc_personality_v0",
+        /* The C++ ABI's throws: they never return; the exception unwinds from their frame
+         * through the caller's, so their frame would end where the unwinding leaves it, not
+         * at a return of theirs. uftrace leaves __cxa_throw and __cxa_rethrow out
+         * too. A choice, not a need: the pseudo-frame would lead the walk through their hooked
+         * return as through a traced library function that throws (std::__throw_out_of_range_fmt,
+         * reported "unwound"). */
+        "__cxa_throw", "__cxa_rethrow", "__cxa_call_unexpected", "__cxa_bad_cast",
+        "__cxa_bad_typeid", "__cxa_throw_bad_array_new_length", "__cxa_rethrow_primary_exception",
+        /* They look at their caller, which through a stub would be our return hook */
         "dlsym", "dlvsym", "dlopen", "dlmopen", "__libc_dlopen_mode", "__libc_dlsym"};
-    static const char *const prefix[] = {"__cxa_",  "_Unwind_", "_dl_",   "__asan",   "__ubsan",
-                                         "__tsan",  "__msan",   "__lsan", "__hwasan", "__sanitizer",
-                                         "__llvm_", "__xray",   "_U",     "unw_",     "backtrace"};
+    static const char *const prefix[] = {
+        /* The unwinder's entry points (_Unwind_RaiseException, _Unwind_Resume,
+         * _Unwind_Backtrace...) start their walk at their caller's frame with their own return
+         * address as its pc (libgcc's uw_init_context): hooked, that would be our trampoline */
+        "_Unwind_",
+        /* The loader's internals (_dl_find_object: libgcc's FDE lookup, mid-walk) */
+        "_dl_",
+        /* The sanitizers' entry points (their runtimes are never hooked: see below) and
+         * compiler-rt's (profile, XRay) */
+        "__asan", "__ubsan", "__tsan", "__msan", "__lsan", "__hwasan", "__sanitizer", "__llvm_",
+        "__xray",
+        /* Stack walkers, which read return addresses: the libunwind project's (_U..., unw_)
+         * and backtrace(); unwind.c and unwind_libunwind.c correct their walks */
+        "_U", "unw_", "backtrace"};
     for (size_t i = 0; i < sizeof exact / sizeof *exact; i++)
         if (!strcmp(n, exact[i])) return 1;
     for (size_t i = 0; i < sizeof prefix / sizeof *prefix; i++)

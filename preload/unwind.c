@@ -384,13 +384,15 @@ typedef struct cxa_eh_globals *(*get_globals_fn)(void);
 static get_globals_fn real_get_globals;
 
 /* Called from the landing pad of the catching function: every frame below the caller's stack
- * pointer was unwound by the exception. The survivors' slots are hooked again where a walk
- * left them unhooked (an unwinder that was not libgcc's) - but not while another exception
- * is still unwinding (this catch is in a destructor it runs): its walk goes on above. */
+ * pointer was unwound by the exception, but this call's own when it is a traced library call
+ * (its return address hooked: the entry hook closed the dead frames at that slot already).
+ * The survivors' slots are hooked again where a walk left them unhooked (an unwinder that was
+ * not libgcc's) - but not while another exception is still unwinding (this catch is in a
+ * destructor it runs): its walk goes on above. */
 EXPORT void *__cxa_begin_catch(void *exc)
 {
-    uintptr_t caller_sp = (uintptr_t)__builtin_frame_address(0) + 16;
-    ftr_close_frames_below(caller_sp, 0);
+    uintptr_t own = OWN_SLOT();
+    ftr_close_frames_below(ftr_hooked_word(*(uintptr_t *)own) ? own : own + sizeof(uintptr_t), 0);
     begin_catch_fn real = NEXT(real_begin_catch, "__cxa_begin_catch");
     get_globals_fn get_globals =
         (get_globals_fn)next_or_null((void **)&real_get_globals, "__cxa_get_globals");

@@ -8,13 +8,23 @@ read-only once relocated). Each run checks:
     program, is still abs: a GOT slot that is read is never hooked);
   - the whole tree, library calls included, is exactly WANT: leaves with their durations,
     qsort calling back into the traced cmp, longjmp and exit (they never return), a thread's
-    getpid, a dlopen()ed library's strlen;
+    getpid, a dlopen()ed library's strlen, the __cxa_finalize of its destructors in dlclose
+    (and of the executable's in exit, for a PIE), gcrt1's __monstartup and __cxa_atexit
+    before main in a -pg link;
   - --no-libcall (and FTRACE_LIBCALL=0): the same tree without them;
   - filters: -F 'main,run,libc.so.6:str*' (a module-qualified selection), '*,-malloc,-free';
   - --auto-args: the arguments and return values of the libc prototype table;
   - ftrace-ctl PID libcall off / on while the program runs: each phase as asked, marked;
   - a program that hooks its own GOT slot (progs/bgothook.c): ftrace-ctl leaves the slot and
     its page's protection as the program made them.
+The C++ ABI's library calls and gprof's, as uftrace records them, in every flag set at -O0
+and -O2, each call counted exactly where it is made (stdout, stderr, exit status unchanged):
+  - progs/blc_cxxabi.cpp: __cxa_atexit under the static initialiser, before main;
+    __cxa_guard_acquire in both threads that race for a function-local static,
+    __cxa_guard_release once, __cxa_guard_abort when its constructor throws; a catch's
+    __cxa_begin_catch, __cxa_end_catch, __cxa_get_exception_ptr; __cxa_thread_atexit;
+  - progs/blc_gmon.c: in -pg builds gcrt1's __monstartup and __cxa_atexit before main (none
+    without -pg); moncontrol, and _mcleanup before an _exit.
 
 usage: libcall_tests.py --bin DIR [--flagset NAME ...] [--keep]
 """
@@ -47,9 +57,13 @@ WANT = {
     "main;threads": 1, "main;threads;pthread_create": 1, "main;threads;pthread_join": 1,
     "main;plugin": 1,  # dlopen and dlsym are never hooked (they look at their caller)
     "main;plugin;plug_len": 1, "main;plugin;plug_len;strlen": 1, "main;plugin;printf": 1,
-    "main;plugin;dlclose": 1,
+    # the library's destructors' __cxa_finalize (crtstuff's __do_global_dtors_aux)
+    "main;plugin;dlclose": 1, "main;plugin;dlclose;__cxa_finalize": 1,
     "main;fflush": 1, "main;exit": 1,
 }
+# gcrt1 (a -pg link): __gmon_start__ calls __monstartup() and atexit(_mcleanup), whose
+# __cxa_atexit() is the library call (atexit is linked into the program, untraced)
+GMON_START = {"__monstartup": 1, "__cxa_atexit": 1}
 OPTIONAL = {"main;run;memcpy"}
 WORKER = {"worker": 1, "worker;getpid": 1}
 OPEN = ["main", "exit"]  # exit never returns
@@ -57,6 +71,32 @@ OPEN = ["main", "exit"]  # exit never returns
 
 def run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, **kw)
+
+
+def gmon_start(fs, exe):
+    """gcrt1's calls before main, in a -pg link, when the executable's _init is the first to
+    call __gmon_start__, after libftrace.so's constructor. A library loaded at the start that
+    refers to it (libm, libstdc++: the executable then exports it) calls it from its own _init,
+    before that constructor runs: untraced."""
+    if "-pg" not in FLAGSETS[fs][1].split():
+        return {}
+    r = run(["nm", "-D", "--defined-only", exe])
+    assert r.returncode == 0, "nm: %s" % r.stderr
+    return {} if re.search(r" __gmon_start__$", r.stdout, re.M) else dict(GMON_START)
+
+
+def pie(fs):
+    """crtbeginS.o's __do_global_dtors_aux (a PIE's) calls __cxa_finalize at exit; crtbegin.o's
+    does not"""
+    return "-no-pie" not in FLAGSETS[fs][2].split()
+
+
+def want_of(fs, exe):
+    """WANT for exe, built in flag set fs"""
+    want = dict(WANT, **gmon_start(fs, exe))
+    if pie(fs):
+        want["main;exit;__cxa_finalize"] = 1
+    return want
 
 
 class Build:
@@ -74,6 +114,7 @@ class Build:
                             extra_ldflags)):
                 b = buildcache.run(cmd, shell=True, timeout=TIMEOUT)
                 assert b.returncode == 0, "build failed: %s\n%s" % (cmd, b.stderr)
+        self.want = want_of(fs, self.exe)
 
 
 def trace(bindir, work, exe, args, opts=(), env=None):
@@ -98,7 +139,7 @@ def graph(bindir, path, *extra):
     return r.stdout
 
 
-def check_tree(text, want=WANT, worker=WORKER, optional=OPTIONAL, open_=OPEN):
+def check_tree(text, want, worker=WORKER, optional=OPTIONAL, open_=OPEN):
     folded, open_calls = parse_graph(text)
     trees = {tid: dict(c) for tid, c in folded.items()}
     mains = [tid for tid, t in trees.items() if "main" in t]
@@ -133,7 +174,7 @@ def only_functions(tree):
 
 def case_tree(bindir, work, b):
     path = trace(bindir, work, b.exe, [b.lib])
-    check_tree(graph(bindir, path))
+    check_tree(graph(bindir, path), b.want)
     # the same trace without its library calls
     check_tree(graph(bindir, path, "--no-libcall"), only_functions(WANT),
                only_functions(WORKER), (), ["main"])
@@ -153,7 +194,7 @@ def case_filters(bindir, work, b):
                {"main": 1, "main;run": 1, "main;run;strlen": 1, "main;strlen": 1}, None, (),
                ["main"])
     path = trace(bindir, work, b.exe, [b.lib], ["-F", "*,-malloc,-free"])
-    check_tree(graph(bindir, path), without(WANT, "malloc", "free"))
+    check_tree(graph(bindir, path), without(b.want, "malloc", "free"))
 
 
 ARGS_WANT = [
@@ -177,8 +218,9 @@ def case_auto_args(bindir, work, b):
     for w in ARGS_WANT:
         assert any(w.match(x) for x in lines), "no line like %s in\n%s" % (
             w.pattern, "\n".join(lines))
-    # the tree itself is unchanged by the values
-    check_tree(re.sub(r"\((?:[^()]|\([^()]*\))*\)( = [^;{]*)?(;| \{)", r"()\2", text))
+    # the tree itself is unchanged by the values (a call's, and a closer's: "} /* f = 0 */")
+    text = re.sub(r"\((?:[^()]|\([^()]*\))*\)( = [^;{]*)?(;| \{)", r"()\2", text)
+    check_tree(re.sub(r"(\} /\* \S+) = .* \*/$", r"\1 */", text, flags=re.M), b.want)
 
 
 def case_ctl(bindir, work, b):
@@ -270,10 +312,13 @@ def case_callers(bindir, work):
     sub = os.path.join(work, "origin", "sub")
     os.makedirs(sub, exist_ok=True)
     d = os.path.dirname(sub)
-    cmds = ["gcc -O2 -fPIC -shared -o %s/libblibcall.so %s/libblibcall.c -I%s" % (sub, PROGS, PROGS),
-            "gcc -O2 -fPIC -shared -pg -mfentry -o %s/libblc_wrap.so %s/libblc_wrap.c -ldl" % (d, PROGS),
+    cmds = ["gcc -O2 -fPIC -shared -o %s/libblibcall.so %s/libblibcall.c -I%s"
+            % (sub, PROGS, PROGS),
+            "gcc -O2 -fPIC -shared -pg -mfentry -o %s/libblc_wrap.so %s/libblc_wrap.c -ldl"
+            % (d, PROGS),
             "gcc -O2 -pg -mfentry -I%s -o %s/blc_origin %s/blc_origin.c -L%s -lblc_wrap -ldl "
-            "-Wl,-rpath,'$ORIGIN' -Wl,-rpath,'$ORIGIN/sub' -Wl,--enable-new-dtags" % (PROGS, d, PROGS, d),
+            "-Wl,-rpath,'$ORIGIN' -Wl,-rpath,'$ORIGIN/sub' -Wl,--enable-new-dtags"
+            % (PROGS, d, PROGS, d),
             "gcc -O2 -fPIC -shared -o %s/libblc_malloc.so %s/libblc_malloc.c -ldl" % (d, PROGS)]
     for c in cmds:
         b = buildcache.run(c, shell=True, timeout=TIMEOUT)
@@ -297,6 +342,149 @@ def case_callers(bindir, work):
     assert r.returncode == 0 and r.stdout == "hi\n", (r.returncode, r.stdout, r.stderr)
 
 
+# The C++ ABI's library calls and gprof's (progs/blc_cxxabi.cpp, progs/blc_gmon.c), which
+# uftrace records. Only these functions' frames are kept (and the library calls among them);
+# the others (constructors inlined or not, split by gcc's partial inlining, destructors,
+# printf...) are left out and their callees move up.
+CXX_FUNCS = {"main", "use", "flaky", "catcher", "thrower", "worker", "tls_use",
+             "wait_for_waiter", "made", "gone"}
+INIT = "<init>"  # the static initialiser: _GLOBAL__sub_I_<the file's first symbol or name>
+CXX_MAIN = {
+    INIT: 1, INIT + ";made": 1, INIT + ";__cxa_atexit": 1,  # g's destructor, before main
+    "main": 1,
+    # use()'s static: main and the worker both acquire; main constructs, releases once and
+    # registers its destructor; the 3 later uses call nothing
+    "main;use": 4, "main;use;__cxa_guard_acquire": 1, "main;use;wait_for_waiter": 1,
+    "main;use;made": 1, "main;use;__cxa_guard_release": 1, "main;use;__cxa_atexit": 1,
+    # flaky()'s static: its constructor throws the first time (the guard aborted)
+    "main;flaky": 2, "main;flaky;__cxa_guard_acquire": 2,
+    "main;flaky;__cxa_allocate_exception": 1, "main;flaky;__cxa_guard_abort": 1,
+    "main;flaky;__cxa_guard_release": 1,
+    "main;__cxa_begin_catch": 1, "main;__cxa_end_catch": 1,
+    # a throw caught by value (__cxa_throw itself is not traced: it never returns)
+    "main;catcher": 1, "main;catcher;thrower": 1,
+    "main;catcher;thrower;__cxa_allocate_exception": 1,
+    "main;catcher;__cxa_get_exception_ptr": 1, "main;catcher;__cxa_begin_catch": 1,
+    "main;catcher;__cxa_current_exception_type": 1, "main;catcher;__cxa_demangle": 1,
+    "main;catcher;__cxa_end_catch": 1,
+    "gone": 2,  # at exit: use()'s static (~Counter), then g (~Global)
+}
+CXX_WORKER = {"worker": 1, "worker;use": 1, "worker;use;__cxa_guard_acquire": 1,
+              "worker;tls_use": 1, "worker;tls_use;__cxa_thread_atexit": 1,
+              "gone": 1}  # its thread_local's destructor, as the thread ends
+CXX = {"gcc": "g++", "clang": "clang++"}
+ROOT = re.compile(r"^\s*(\d+)\) [^|]*\|  ([^ }][^(]*)\(")
+
+
+def build_prog(work, fs, opt, src):
+    cc, cflags, ldflags, _ = FLAGSETS[fs]
+    stem, ext = os.path.splitext(src)
+    exe = os.path.join(work, "%s-%s-%s" % (stem, fs, opt))
+    cmd = "%s -%s %s -I%s -o %s %s/%s -pthread %s" % (
+        CXX[cc] if ext == ".cpp" else cc, opt, cflags, PROGS, exe, PROGS, src, ldflags)
+    b = buildcache.run(cmd, shell=True, timeout=TIMEOUT)
+    assert b.returncode == 0, "build failed: %s\n%s" % (cmd, b.stderr)
+    return exe
+
+
+def trace_same(bindir, work, exe, args=()):
+    """exe run untraced and traced: the same stdout, stderr and exit status. @return the
+    report, library calls shown (the default)"""
+    plain = run([exe] + list(args), cwd=work)
+    path = os.path.join(work, "t.ftr")
+    if os.path.exists(path):
+        os.unlink(path)
+    traced = run([os.path.join(bindir, "ftrace-run"), "-q", "-o", path, exe] + list(args),
+                 cwd=work)
+    for what in ("stdout", "stderr", "returncode"):
+        assert getattr(traced, what) == getattr(plain, what), "%s differs: %r vs %r" % (
+            what, getattr(traced, what), getattr(plain, what))
+    return graph(bindir, path)
+
+
+def roots(text):
+    """tid -> the names of its calls at depth 0, in order"""
+    out = collections.defaultdict(list)
+    for line in text.splitlines():
+        m = ROOT.match(line)
+        if m:
+            out[int(m.group(1))].append(m.group(2))
+    return out
+
+
+def project(tree, keep):
+    """tree with only the frames keep(name) names (and the static initialiser as INIT)"""
+    out = collections.Counter()
+    for k, v in tree.items():
+        parts = [INIT if x.startswith("_GLOBAL__sub_I_") else x for x in k.split(";")]
+        if keep(parts[-1]):
+            out[";".join(x for x in parts if keep(x))] += v
+    return dict(out)
+
+
+def same(got, want, what):
+    assert got == want, "%s differs:\n got %s\nwant %s\n diff %s" % (
+        what, sorted(got.items()), sorted(want.items()),
+        sorted(set(got.items()) ^ set(want.items())))
+
+
+def case_cxxabi(bindir, work, fs, opt):
+    """__cxa_atexit before main under the static initialiser; __cxa_guard_acquire in both
+    threads racing for a function-local static, __cxa_guard_release once; __cxa_guard_abort
+    when its constructor throws; a catch's __cxa_begin_catch and __cxa_end_catch; in -pg builds
+    gcrt1's __monstartup and __cxa_atexit first of all, when traced (not here: libm's and
+    libstdc++'s _init call __gmon_start__ first); __cxa_finalize at exit in a PIE"""
+    exe = build_prog(work, fs, opt, "blc_cxxabi.cpp")
+    text = trace_same(bindir, work, exe)
+    folded, open_calls = parse_graph(text)
+    assert not open_calls, "open: %s" % open_calls
+    def keep(x):
+        return x in CXX_FUNCS or x.startswith("__cxa_") or x in ("__monstartup", INIT)
+    trees = {tid: project(c, keep) for tid, c in folded.items()}
+    mains = [tid for tid, t in trees.items() if "main" in t]
+    assert len(mains) == 1 and len(trees) == 2, "threads: %s" % trees
+    start = gmon_start(fs, exe)
+    want = dict(CXX_MAIN, **start, **({"__cxa_finalize": 1} if pie(fs) else {}))
+    same(trees[mains[0]], want, "main's thread")
+    same([t for tid, t in trees.items() if tid != mains[0]][0], CXX_WORKER, "the worker")
+    order = [INIT if x.startswith("_GLOBAL__sub_I_") else x for x in roots(text)[mains[0]]]
+    assert "main" in order, "no main in %s" % order
+    before = order[:order.index("main")]
+    assert before == list(start) + [INIT], "before main: %s, want %s" % (
+        before, list(start) + [INIT])
+    assert not pie(fs) or order[-1] == "__cxa_finalize", "the last: %s" % order
+    # the frames the exceptions left: the throwers' alone (with flaky's constructor), never a
+    # library call's (__cxa_begin_catch closing its own frame: "unwound")
+    unwound = re.findall(r"\} /\* (\S+) \(unwound\) \*/$", text, re.M)
+    assert sorted(x for x in unwound if keep(x)) == ["flaky", "thrower"], "unwound: %s" % unwound
+
+
+def case_gmon(bindir, work, fs, opt):
+    """gcrt1's __monstartup and __cxa_atexit before main in -pg builds (none without -pg);
+    main's atexit (its __cxa_atexit), moncontrol, the executable's __cxa_finalize at exit (a
+    PIE's), and with "dump" _mcleanup then _exit"""
+    exe = build_prog(work, fs, opt, "blc_gmon.c")
+    start = gmon_start(fs, exe)
+    assert start or "-pg" not in FLAGSETS[fs][1].split(), "__gmon_start__ exported"
+    fin = ["__cxa_finalize"] if pie(fs) else []  # the executable's, at exit
+    for args, tree, open_, after in (
+            ([], dict({"main": 1, "main;__cxa_atexit": 1, "main;moncontrol": 1,
+                       "main;printf": 1, "bye": 1, "bye;printf": 1}, **{f: 1 for f in fin}),
+             [], ["bye"] + fin),
+            # _mcleanup's GOT slot is read where gcrt1 takes its address: never hooked there
+            (["dump"], dict({"main": 1, "main;__cxa_atexit": 1, "main;moncontrol": 1,
+                             "main;printf": 1, "main;fflush": 1, "main;_exit": 1},
+                            **({} if start else {"main;_mcleanup": 1})), ["main", "_exit"], [])):
+        text = trace_same(bindir, work, exe, args)
+        folded, open_calls = parse_graph(text)
+        assert len(folded) == 1, "threads: %s" % folded
+        tid, got = list(folded.items())[0]
+        same(dict(got), dict(tree, **start), "the tree (%s)" % " ".join(args or ["plain"]))
+        assert open_calls.get(tid, []) == open_, "open: %s" % open_calls
+        order = roots(text)[tid]
+        assert order == list(start) + ["main"] + after, "calls at depth 0: %s" % order
+
+
 def main():
     a = case_args()
     bindir = os.path.abspath(a.bin)
@@ -307,6 +495,9 @@ def main():
         for opt in ("O0", "O2"):
             b = Build(work, fs, opt)
             case("%s/%s tree" % (fs, opt), lambda b=b: case_tree(bindir, work, b))
+            for what, fn in ("C++ ABI", case_cxxabi), ("gmon", case_gmon):
+                case("%s/%s %s" % (fs, opt, what),
+                     lambda fn=fn, fs=fs, opt=opt: fn(bindir, work, fs, opt))
     b = Build(work, "gcc-pgfentry", "O2")
     case("gcc-pgfentry/O2 --no-libcall", lambda: case_off(bindir, work, b))
     case("gcc-pgfentry/O2 filters", lambda: case_filters(bindir, work, b))
