@@ -40,6 +40,11 @@ extern "C" {
 #define FTR_CHUNK_HEADER_SIZE_V1 40       /* files of major version 1 (no seq field) */
 #define FTR_CHUNK_MAX_PAYLOAD (64u << 20) /* readers refuse larger payloads as corrupt */
 #define FTR_CHUNK_MAX_RAW (256u << 20)    /* limit of a decompressed payload, likewise */
+/* The deepest a thread's calls nest in a trace: the tracer's shadow stack holds at most this many
+ * frames (FTRACE_SHADOW_DEPTH), so a trace never has more calls open at once in one thread.
+ * Readers keep no deeper frame: what a damaged or forged file nests deeper is counted, not kept
+ * (docs/format.md, "Nesting"). */
+#define FTR_DEPTH_MAX (1u << 20)
 
 /* ---- errors: one table, expanded into the enum and ftr_strerror() ---- */
 #define FTR_ERRORS(X)                                                                              \
