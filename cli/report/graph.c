@@ -312,6 +312,11 @@ static void special(struct frp_graph *g, struct gthread *gt, const struct frp_it
     case FTR_SP_ASIDE:
         n = snprintf(tmp, sizeof tmp, "/* traced no further: the tracer stepped aside */\n");
         break;
+    case FRP_SP_DEEP:
+        n = snprintf(tmp, sizeof tmp, "/* %llu call%s nested deeper than %u not shown */\n",
+                     (unsigned long long)ev->arg, ev->arg == 1 ? "" : "s",
+                     g->r && g->r->depth_max ? g->r->depth_max : FTR_DEPTH_MAX);
+        break;
     default:
         n = snprintf(tmp, sizeof tmp, "/* special event %u (%llu) */\n", (unsigned)ev->site,
                      (unsigned long long)ev->arg);
