@@ -129,7 +129,7 @@ def check_chain_graph(c, rep, trace):
     print("     graph: %d bytes for %d levels (%.0f a line), %.1f s" %
           (size, CHAIN, size / (2 * CHAIN), secs))
     assert rc == 0 and not err, "exit status %d: %s" % (rc, err)
-    assert size < 128 * 2 * CHAIN, "%d bytes: not linear in the depth" % size
+    assert size < 256 * 2 * CHAIN, "%d bytes: not linear in the depth" % size
     with open(out) as f:
         got = line_depths(f.read())
     want = [(d, FN + "() {") for d in range(CHAIN - 1)] + [(CHAIN - 1, FN + "();")]
