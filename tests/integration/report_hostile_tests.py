@@ -138,13 +138,17 @@ def check_chain_graph(c, rep, trace):
         i for i, (a, b) in enumerate(zip(got, want + [None] * len(got))) if a != b)
 
 
-def check_chain_linear(c, rep, trace, name, args, per_level):
+def check_chain_linear(c, rep, trace, name, args, per_level, last=None):
     out = os.path.join(c.work, "chain.%s" % name)
     rc, err, rss, secs = report(rep, args + [trace], out)
     size = os.path.getsize(out)
     print("     %s: %d bytes for %d levels, %.1f s" % (name, size, CHAIN, secs))
     assert rc == 0 and not err, "exit status %d: %s" % (rc, err)
     assert size < per_level * CHAIN + (64 << 10), "%d bytes: not linear in the depth" % size
+    if last:
+        with open(out) as f:
+            text = f.read()
+        assert text.endswith(last), "ends with %r, want %r" % (text[-200:], last)
 
 
 def check_graph_fold(c, rep, tool):
@@ -186,7 +190,8 @@ def main():
     c("chain-graph", lambda: check_chain_graph(c, rep, chain))
     c("chain-graph-fold", lambda: check_graph_fold(c, rep, tool))
     c("chain-callgraph", lambda: check_chain_linear(c, rep, chain, "callgraph",
-                                                    ["--callgraph=" + FN], 128))
+                                                    ["--callgraph=" + FN], 256,
+                                                    "[depth %d] `- %s\n" % (CHAIN, FN)))
     c("chain-chrome", lambda: check_chain_linear(c, rep, chain, "chrome", ["--chrome"], 256))
     c("chain-flame", lambda: check_chain_linear(c, rep, chain, "flame", ["--flamegraph=-"], 512))
 
