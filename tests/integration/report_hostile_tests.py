@@ -13,7 +13,8 @@ The files are made by hostile-trace (tests/tools/hostile_trace.c) with the forma
           growing with the depth). Folded stacks are not checked: a path D deep is one line of D
           frames, so a D-deep chain is D lines of up to D frames by the format's nature.
   full    every view written to /dev/full: "ftrace-report: cannot write output: ..." alone (no
-          note on the trace's damage, "killed?"), exit status 1.
+          note on the trace's damage, "killed?"), exit status 1; when a 1 MiB tmpfs can be
+          mounted (root), the graph filling it, and standard input copied to a full $TMPDIR.
 
 usage: report_hostile_tests.py --bin DIR [--keep]
 """
@@ -171,6 +172,23 @@ def check_full(rep, trace, args, want):
         p.returncode, err, want)
 
 
+def check_tmpfs(rep, chain, small):
+    """the graph filling a 1 MiB tmpfs; then a pipe copied to $TMPDIR there"""
+    with open(os.path.join(small, "graph"), "wb") as out:
+        p = subprocess.run([rep, chain], stdout=out, stderr=subprocess.PIPE)
+    err = p.stderr.decode(errors="replace")
+    want = "ftrace-report: cannot write output: No space left on device\n"
+    assert p.returncode == 1 and err == want, "exit status %d, stderr %r" % (p.returncode, err)
+    with open(chain, "rb") as f:
+        data = f.read()
+    p = subprocess.run([rep, "-"], input=data, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       env=dict(os.environ, TMPDIR=small))  # a pipe: copied to $TMPDIR
+    err = p.stderr.decode(errors="replace")
+    want = ("ftrace-report: cannot copy /dev/stdin to a temporary file in %s: No space left on "
+            "device\n" % small)
+    assert p.returncode == 1 and err == want, "exit status %d, stderr %r" % (p.returncode, err)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True, help="the build directory")
@@ -207,6 +225,16 @@ def main():
     c("full-flame-file", lambda: check_full(
         rep, cut, ["--flamegraph=/dev/full"],
         "ftrace-report: cannot write /dev/full: No space left on device\n"))
+    small = os.path.join(c.work, "small")
+    os.mkdir(small)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", small],
+                      stderr=subprocess.DEVNULL).returncode == 0:
+        try:
+            c("full-tmpfs", lambda: check_tmpfs(rep, chain, small))
+        finally:
+            subprocess.run(["umount", small])
+    else:
+        print("skip full-tmpfs: cannot mount a tmpfs (not root?)")
     return c.finish()
 
 
