@@ -212,13 +212,36 @@ static int check_tids(struct frp_report *r, const char *path, long pid, const ui
     return found_any;
 }
 
-/* The report reads the file twice (tables, then events): a pipe is first copied to an unlinked
- * temporary file, read through /proc/self/fd. @return the fd (kept open), or -1 with errno. */
-static int spool(const char *path, char *proc_path, size_t n)
+/* The directory of the report's temporary files */
+static const char *tmp_dir(void)
 {
     const char *dir = getenv("TMPDIR");
+    return dir && *dir ? dir : "/tmp";
+}
+
+/* Writes p[0..n) to fd whole. @return 0, or -1 with errno */
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            if (k == 0) errno = EIO;
+            return -1;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* The report reads the file twice (tables, then events): a pipe is first copied to an unlinked
+ * temporary file, read through /proc/self/fd. @return the fd (kept open), or -1 with errno when
+ * reading path failed, -2 when making or writing the copy did. */
+static int spool(const char *path, char *proc_path, size_t n)
+{
     char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s/ftrace-report-XXXXXX", dir && *dir ? dir : "/tmp");
+    snprintf(tmp, sizeof tmp, "%s/ftrace-report-XXXXXX", tmp_dir());
     int in = open(path, O_RDONLY | O_CLOEXEC);
     if (in < 0) return -1;
     int out = mkstemp(tmp);
@@ -226,20 +249,20 @@ static int spool(const char *path, char *proc_path, size_t n)
         int e = errno;
         close(in);
         errno = e;
-        return -1;
+        return -2;
     }
     unlink(tmp);
     static char buf[1 << 16];
     ssize_t got;
     while ((got = read(in, buf, sizeof buf)) != 0) {
         if (got < 0 && errno == EINTR) continue;
-        if (got < 0 || write(out, buf, (size_t)got) != got) {
-            int e = errno ? errno : EIO;
-            close(in);
-            close(out);
-            errno = e;
-            return -1;
-        }
+        int rc = got < 0 ? -1 : write_all(out, buf, (size_t)got) ? -2 : 0;
+        if (rc == 0) continue;
+        int e = errno;
+        close(in);
+        close(out);
+        errno = e;
+        return rc;
     }
     close(in);
     snprintf(proc_path, n, "/proc/self/fd/%d", out);
@@ -492,7 +515,12 @@ static int run(struct cli *c, const char *path)
     const char *open_path = path;
     int spool_fd = -1, rc = FTR_OK;
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) {
-        if ((spool_fd = spool(path, spooled, sizeof spooled)) < 0) rc = FTR_E_IO;
+        if ((spool_fd = spool(path, spooled, sizeof spooled)) == -2) {
+            fprintf(stderr, PROG ": cannot copy %s to a temporary file in %s: %s\n", path,
+                    tmp_dir(), strerror(errno));
+            return 1;
+        }
+        if (spool_fd < 0) rc = FTR_E_IO;
         open_path = spooled;
     }
     if (rc == FTR_OK) rc = frp_report_open(open_path, &r);
@@ -552,6 +580,7 @@ static int run(struct cli *c, const char *path)
     int to_term = isatty(fileno(out)) || (fstat(fileno(out), &so) == 0 && S_ISFIFO(so.st_mode));
     tty_progress_init(!(streaming && to_term));
     c->o.progress = tty_progress;
+    const char *dest = out == stdout ? "output" : c->flame_out;
     struct frp_stats st = {0};
     rc = render(r, c, out, &st);
     tty_progress_clear();
@@ -563,18 +592,20 @@ static int run(struct cli *c, const char *path)
         fprintf(stderr, PROG ": %s: no call of '%s' in the trace\n", path, c->o.callgraph);
         status = 1;
     } else if (rc == FTR_E_IO && st.write_errno == EPIPE && tty_pager_running()) {
-        status = 0; /* the pager was quit before the end */
+        status = 0;                    /* the pager was quit before the end */
+    } else if (rc && st.write_errno) { /* that alone: what the output would have said is moot */
+        fprintf(stderr, PROG ": cannot write %s: %s\n", dest, strerror(st.write_errno));
+        status = 1;
     } else if (rc) {
-        if (st.write_errno)
-            fprintf(stderr, PROG ": write error: %s\n", strerror(st.write_errno));
-        else
-            fprintf(stderr, PROG ": %s: %s\n", path,
-                    rc == FTR_E_IO ? strerror(errno) : ftr_strerror(rc));
+        fprintf(stderr, PROG ": %s: %s\n", path,
+                rc == FTR_E_IO ? strerror(errno) : ftr_strerror(rc));
         status = 1;
     }
-    if (c->o.srcline) frp_names_warnings(r, stderr);
-    char note[512];
-    if (frp_report_note(r, &st, note, sizeof note)) fprintf(stderr, PROG ": %s\n", note);
+    if (!st.write_errno) {
+        if (c->o.srcline) frp_names_warnings(r, stderr);
+        char note[512];
+        if (frp_report_note(r, &st, note, sizeof note)) fprintf(stderr, PROG ": %s\n", note);
+    }
     if (c->view == FRP_FLAME && out != stdout && !status)
         fprintf(stderr, PROG ": flame graph written to %s\n", c->flame_out);
     frp_report_close(r);

@@ -452,16 +452,15 @@ int ftr_chunk_hdr_decode(const uint8_t *p, struct ftr_chunk_hdr *h)
     return ftr_chunk_hdr_decode_sized(p, HDR, h);
 }
 
-/* Compresses e->raw behind a chunk header appended to out. */
-static int emit_chunk(struct ftr_enc *e, unsigned type, uint32_t pid, uint32_t tid,
-                      uint64_t tsc_first, uint64_t tsc_last, uint64_t seq, struct ftr_buf *out)
+int ftr_enc_chunk(struct ftr_enc *e, unsigned type, uint32_t pid, uint32_t tid, uint64_t tsc_first,
+                  uint64_t tsc_last, uint64_t seq, const void *raw, size_t n, struct ftr_buf *out)
 {
-    if (e->raw.len > FTR_CHUNK_MAX_RAW) return FTR_E_TOO_BIG;
-    size_t bound = ZSTD_compressBound(e->raw.len);
+    if (n > FTR_CHUNK_MAX_RAW) return FTR_E_TOO_BIG;
+    size_t bound = ZSTD_compressBound(n);
     int rc = ftr_buf_reserve(out, HDR + bound);
     if (rc) return rc;
     uint8_t *p = out->data + out->len;
-    size_t zn = ZSTD_compress2(e->cctx, p + HDR, bound, e->raw.data, e->raw.len);
+    size_t zn = ZSTD_compress2(e->cctx, p + HDR, bound, raw, n);
     if (ZSTD_isError(zn)) return FTR_E_ZSTD;
     if (zn > FTR_CHUNK_MAX_PAYLOAD) return FTR_E_TOO_BIG;
     struct ftr_chunk_hdr h = {.type = (uint16_t)type,
@@ -474,6 +473,13 @@ static int emit_chunk(struct ftr_enc *e, unsigned type, uint32_t pid, uint32_t t
     write_chunk_hdr(p, &h);
     out->len += HDR + zn;
     return FTR_OK;
+}
+
+/* Compresses e->raw behind a chunk header appended to out. */
+static int emit_chunk(struct ftr_enc *e, unsigned type, uint32_t pid, uint32_t tid,
+                      uint64_t tsc_first, uint64_t tsc_last, uint64_t seq, struct ftr_buf *out)
+{
+    return ftr_enc_chunk(e, type, pid, tid, tsc_first, tsc_last, seq, e->raw.data, e->raw.len, out);
 }
 
 int ftr_enc_process(struct ftr_enc *e, const struct ftr_process_info *pi, struct ftr_buf *out)

@@ -40,6 +40,11 @@ extern "C" {
 #define FTR_CHUNK_HEADER_SIZE_V1 40       /* files of major version 1 (no seq field) */
 #define FTR_CHUNK_MAX_PAYLOAD (64u << 20) /* readers refuse larger payloads as corrupt */
 #define FTR_CHUNK_MAX_RAW (256u << 20)    /* limit of a decompressed payload, likewise */
+/* The deepest a thread's calls nest in a trace: the tracer's shadow stack holds at most this many
+ * frames (FTRACE_SHADOW_DEPTH), so a trace never has more calls open at once in one thread.
+ * Readers keep no deeper frame: what a damaged or forged file nests deeper is counted, not kept
+ * (docs/format.md, "Nesting"). */
+#define FTR_DEPTH_MAX (1u << 20)
 
 /* ---- errors: one table, expanded into the enum and ftr_strerror() ---- */
 #define FTR_ERRORS(X)                                                                              \
@@ -347,6 +352,12 @@ void ftr_enc_last_counts(const struct ftr_enc *e, uint64_t *events, uint64_t *ca
 /*! ftr_enc_set_level() : changes the zstd level of the following chunks (negative = faster).
  *  @return FTR_OK or FTR_E_ZSTD. */
 int ftr_enc_set_level(struct ftr_enc *e, int zstd_level);
+/*! ftr_enc_chunk() : a chunk of any type around a payload the caller encoded itself (raw[0..n),
+ *  compressed here), for tools and tests that make what the other ftr_enc_* never would: the
+ *  hostile files of the report's tests (one EVENTS chunk of tens of millions of events).
+ *  @return FTR_OK or an error (nothing appended). */
+int ftr_enc_chunk(struct ftr_enc *e, unsigned type, uint32_t pid, uint32_t tid, uint64_t tsc_first,
+                  uint64_t tsc_last, uint64_t seq, const void *raw, size_t n, struct ftr_buf *out);
 /* Every ftr_enc_* returns FTR_E_TOO_BIG (appending nothing) when the uncompressed payload would
  * exceed FTR_CHUNK_MAX_RAW: split the records, or the sites of a module into several SITES
  * chunks (each site carries its own index). */

@@ -17,7 +17,8 @@
     X(FTR_ENV_ZSTD_LEVEL, "FTRACE_ZSTD_LEVEL", "zstd level of the trace file (default 1)")         \
     X(FTR_ENV_FLUSH_MS, "FTRACE_FLUSH_MS", "flush partial buffers every N ms (default 50)")        \
     X(FTR_ENV_SESSION, "FTRACE_SESSION", "session id shared by every process of one run")          \
-    X(FTR_ENV_DEPTH_MAX, "FTRACE_SHADOW_DEPTH", "shadow stack entries per thread (default 16384)") \
+    X(FTR_ENV_DEPTH_MAX, "FTRACE_SHADOW_DEPTH",                                                    \
+      "shadow stack entries per thread (default 16384, at most 1048576)")                          \
     X(FTR_ENV_VERBOSE, "FTRACE_VERBOSE", "1: say on stderr what was patched and how")              \
     X(FTR_ENV_FILTER, "FTRACE_FILTER",                                                             \
       "functions to trace (-F): globs, -exclusions, mod:glob, @re")                                \

@@ -120,7 +120,7 @@ static void read_config(void)
     ftr_cfg.chunk_bytes = (size_t)env_long(FTR_ENV_BUFSIZE, 256, 4, 65536) * 1024;
     ftr_cfg.zstd_level = (int)env_long(FTR_ENV_ZSTD_LEVEL, 1, -50, 19);
     ftr_cfg.flush_ms = (unsigned)env_long(FTR_ENV_FLUSH_MS, 50, 1, 60000);
-    ftr_cfg.shadow_entries = (size_t)env_long(FTR_ENV_DEPTH_MAX, 16384, 64, 1 << 24);
+    ftr_cfg.shadow_entries = (size_t)env_long(FTR_ENV_DEPTH_MAX, 16384, 64, FTR_DEPTH_MAX);
     ftr_cfg.lossless = (int)env_long(FTR_ENV_LOSSLESS, 0, 0, 1);
     const char *exit = getenv(ftr_env_name(FTR_ENV_EXIT));
     if (exit && *exit && strcmp(exit, "through") && strcmp(exit, "hook"))

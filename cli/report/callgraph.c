@@ -14,7 +14,8 @@
  * Every call of F that is not inside another call of F is a root; the paths below all of them
  * are merged, each distinct path once with its calls and total time, callees in order of first
  * call. "called from" lists the distinct paths that led to F. F is a function name or a shell
- * glob; every function that matches gets its graph.
+ * glob; every function that matches gets its graph. As in the function graph, no line grows
+ * with the depth: past DRAWN_LEVELS levels a line draws as many and says its depth.
  */
 #include "callgraph.h"
 
@@ -25,6 +26,8 @@
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define DRAWN_LEVELS 64 /* levels drawn ("|  ", "+- "); deeper lines say "[depth N] " */
 
 struct gnode {
     uint32_t func, child, sibling, last;
@@ -92,7 +95,8 @@ static void write_name(struct frp_out *o, const struct frp_tree *t, const struct
     }
 }
 
-/* The graph, depth first; prefix holds "|  " / "   " per level above. */
+/* The graph, depth first: "|  " / "   " for each level above (the first DRAWN_LEVELS - 1),
+ * "[depth N] " past them, and "+- " / "`- ". */
 static int write_graph(struct frp_out *o, const struct frp_tree *t, const struct frp_opts *opt,
                        const struct cg *g)
 {
@@ -109,8 +113,9 @@ static int write_graph(struct frp_out *o, const struct frp_tree *t, const struct
         char tm[40];
         frp_fmt_time(tm, nd->total_ns);
         frp_out_printf(o, "  %11s  %10llu  ", tm, (unsigned long long)nd->calls);
-        for (uint32_t d = 1; d + 1 < depth; d++)
+        for (uint32_t d = 1; d + 1 < depth && d < DRAWN_LEVELS; d++)
             frp_out_str(o, g->n[path[d]].sibling ? "|  " : "   ");
+        if (depth > DRAWN_LEVELS) frp_out_printf(o, "[depth %u] ", depth);
         if (depth > 1) frp_out_str(o, nd->sibling ? "+- " : "`- ");
         write_name(o, t, opt, nd->func);
         frp_out_lit(o, "\n");
@@ -144,21 +149,24 @@ static void write_caller(struct frp_out *o, const struct frp_tree *t, uint32_t n
 static int graph_of(struct frp_out *o, const struct frp_tree *t, const struct frp_opts *opt,
                     uint32_t func, int first)
 {
-    /* the roots: nodes of func without an ancestor of func */
+    /* the roots: nodes of func without an ancestor of func (a node comes after its parent:
+     * one pass in order of index marks those inside a call of func) */
     uint32_t *roots = NULL;
     size_t cap = 0, nroots = 0;
+    uint8_t *inside = calloc(t->n, 1);
+    if (!inside) return -1;
     for (uint32_t i = 1; i < t->n; i++) {
-        if (t->nodes[i].func != func) continue;
         uint32_t a = t->nodes[i].parent;
-        while (a && t->nodes[a].func != func)
-            a = t->nodes[a].parent;
-        if (a) continue;
+        inside[i] = inside[a] || (a && t->nodes[a].func == func);
+        if (t->nodes[i].func != func || inside[i]) continue;
         if (frp_grow((void **)&roots, &cap, nroots + 1, sizeof *roots)) {
             free(roots);
+            free(inside);
             return -1;
         }
         roots[nroots++] = i;
     }
+    free(inside);
     struct cg g = {0};
     int rc = 0;
     if (frp_grow((void **)&g.n, &g.cap, 2, sizeof *g.n)) rc = -1;

@@ -29,6 +29,7 @@ struct frp_chrome {
     struct cthread *ts;
     uint32_t nts;
     uint64_t base_tsc;
+    uint32_t depth_max; /* for FRP_SP_DEEP */
     int nevents;
     struct frp_stats stats;
 };
@@ -78,6 +79,7 @@ struct frp_chrome *frp_chrome_new(FILE *out, uint64_t base_tsc)
         return NULL;
     }
     c->base_tsc = base_tsc;
+    c->depth_max = FTR_DEPTH_MAX;
     frp_out_lit(&c->out, "{\"traceEvents\":[\n");
     return c;
 }
@@ -277,6 +279,10 @@ void frp_chrome_event(struct frp_chrome *c, const struct frp_item *it)
             n = snprintf(tmp, sizeof tmp, "coroutine resumed (%llu frames)",
                          (unsigned long long)ev->arg);
             break;
+        case FRP_SP_DEEP:
+            n = snprintf(tmp, sizeof tmp, "%llu call%s nested deeper than %u not shown",
+                         (unsigned long long)ev->arg, ev->arg == 1 ? "" : "s", c->depth_max);
+            break;
         default:
             n = snprintf(tmp, sizeof tmp, "special event %u (%llu)", (unsigned)ev->site,
                          (unsigned long long)ev->arg);
@@ -327,6 +333,7 @@ int frp_chrome_sink(struct frp_report *r, const struct frp_opts *o, FILE *out, s
     (void)o;
     struct frp_chrome *c = frp_chrome_new(out, r->base_tsc);
     if (!c) return FTR_E_NOMEM;
+    if (r->depth_max) c->depth_max = r->depth_max;
     for (uint32_t i = 0; i < r->nprocs; i++)
         if (r->order[i]->selected) frp_chrome_process(c, r->order[i]);
     for (uint32_t i = 0; i < r->nthreads; i++)

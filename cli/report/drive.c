@@ -4,7 +4,7 @@
  *
  * The shaper hides what the options ask to hide while keeping every thread's call tree
  * consistent, and passes the rest on in the merge's (time) order. Per thread it keeps
- *   - the raw call stack (site, visible?) so that the exit of a hidden call is hidden too,
+ *   - the raw call stack (is each call shown?) so that the exit of a hidden call is hidden too,
  *     whatever hid its entry (filter, depth, time range);
  *   - a queue of visible events not passed on yet: an event is ready once the thread's next
  *     visible event is final, so that the views see it->next as in an unfiltered stream
@@ -42,11 +42,6 @@
  * event no view takes for an exit. */
 static const struct ftr_event unknown_next = {0, UINT32_MAX, FTR_EV_SPECIAL, 0};
 
-struct sraw {
-    uint32_t site;
-    uint32_t vis;
-};
-
 struct qev {
     struct ftr_event ev;
     uint64_t rank;
@@ -57,7 +52,7 @@ struct qev {
 struct sthr {
     int init, ended, in_heap;
     struct frp_thread *t;
-    struct sraw *raw;
+    uint8_t *raw; /* the raw call stack: whether each call open is shown */
     uint32_t rdepth, rcap;
     uint32_t vdepth;
     struct qev *q; /* ring of qcap entries; positions are absolute */
@@ -389,7 +384,7 @@ static void shape_event(struct shaper *sh, const struct frp_item *it)
                   site_shown(sh, t->proc, ev->site);
         if (st->rdepth == st->rcap) {
             uint32_t n = st->rcap ? st->rcap * 2 : 64;
-            struct sraw *raw = realloc(st->raw, (size_t)n * sizeof *raw);
+            uint8_t *raw = realloc(st->raw, n);
             if (!raw) {
                 sh->nomem = 1;
                 break;
@@ -397,7 +392,7 @@ static void shape_event(struct shaper *sh, const struct frp_item *it)
             st->raw = raw;
             st->rcap = n;
         }
-        st->raw[st->rdepth++] = (struct sraw){ev->site, (uint32_t)vis};
+        st->raw[st->rdepth++] = (uint8_t)vis;
         if (!vis) break;
         if (counted) pass_counted(sh, st, it);
         st->vdepth++;
@@ -423,7 +418,7 @@ static void shape_event(struct shaper *sh, const struct frp_item *it)
             if (in_range && enqueue(sh, st, it)) sh->nomem = 1;
             break;
         }
-        if (!st->raw[--st->rdepth].vis) break;
+        if (!st->raw[--st->rdepth]) break;
         if (counted) pass_counted(sh, st, it);
         st->vdepth--;
         if (st->ulo < st->un) { /* the call is undecided, so shorter than the threshold */

@@ -8,6 +8,8 @@
  *
  * Each thread keeps its own call stack; lines of different threads interleave in time order.
  * An entry immediately followed by its own exit in its thread is printed as one leaf line.
+ * The indentation is two spaces a level up to INDENT_LEVELS levels; a deeper line keeps that
+ * indentation and says its depth ("[depth 65] f() {"), so that no line grows with the depth.
  *
  * Options: a wall-clock time column (--abstime), leaves as "f() {" + "}" (--no-leaf-compact),
  * colours on the duration column by marker, the source line of each function (--srcline).
@@ -26,7 +28,10 @@
 #include <time.h>
 
 #define OUT_BUF (1u << 20)
-#define NO_DURATION "               |" /* 15 spaces where " M %7.3f us  " would be */
+#define INDENT_LEVELS 64                   /* lines deeper say "[depth N] " after as many */
+#define INDENT_MAX (2 + 2 * INDENT_LEVELS) /* the widest indentation */
+#define DEPTH_MARK_MAX 20                  /* "[depth 4294967296] " */
+#define NO_DURATION "               |"     /* 15 spaces where " M %7.3f us  " would be */
 
 struct gthread {
     struct frp_stack st;
@@ -159,6 +164,7 @@ static struct gthread *gstate(struct frp_graph *g, const struct frp_thread *t)
 }
 
 static const char spaces[256] = {[0 ... 255] = ' '};
+_Static_assert(INDENT_MAX <= sizeof spaces, "the indentation is one copy of spaces");
 
 /* The wall-clock time of tsc in process p: "HH:MM:SS.nnnnnnnnn |" (local time); seconds since
  * the first event when the process's start time is unknown. */
@@ -222,8 +228,25 @@ static void color_duration(struct frp_out *o, uint64_t ns)
     frp_out_write(o, tmp + n - 3, 3);
 }
 
+/* The indentation of depth at p, which has room for INDENT_MAX + DEPTH_MARK_MAX bytes: two
+ * spaces a level; beyond INDENT_LEVELS levels, as many and the depth counted from 1 (as
+ * --max-depth counts). @return its end */
+static inline char *indent(char *p, uint32_t depth)
+{
+    if (__builtin_expect(depth < INDENT_LEVELS, 1)) {
+        size_t n = 2 + 2 * (size_t)depth;
+        memcpy(p, spaces, n);
+        return p + n;
+    }
+    memcpy(p, spaces, INDENT_MAX);
+    memcpy(p + INDENT_MAX, "[depth ", 7);
+    p = frp_fmt_u64(p + INDENT_MAX + 7, (uint64_t)depth + 1);
+    memcpy(p, "] ", 2);
+    return p + 2;
+}
+
 /* Starts a line: "  TID)", the duration column (blanks when !has_ns) and the indentation
- * of depth, in one go while the indentation is not huge. */
+ * of depth. */
 static void line_start_slow(struct frp_graph *g, const struct gthread *gt, int has_ns, uint64_t ns,
                             uint32_t depth, const struct frp_item *it)
 {
@@ -238,7 +261,8 @@ static void line_start_slow(struct frp_graph *g, const struct gthread *gt, int h
         char *p = frp_out_room(o, FRP_DURATION_MAX);
         o->len += frp_fmt_duration(p, ns);
     }
-    frp_out_spaces(o, 2 + 2 * (size_t)depth);
+    char *p = frp_out_room(o, INDENT_MAX + DEPTH_MARK_MAX);
+    o->len = (size_t)(indent(p, depth) - o->buf);
 }
 
 static inline void line_start(struct frp_graph *g, const struct gthread *gt, int has_ns,
@@ -249,8 +273,7 @@ static inline void line_start(struct frp_graph *g, const struct gthread *gt, int
         line_start_slow(g, gt, has_ns, ns, depth, it);
         return;
     }
-    size_t ind = 2 + 2 * (size_t)depth;
-    char *p = frp_out_room(o, sizeof gt->prefix + FRP_DURATION_MAX + sizeof spaces);
+    char *p = frp_out_room(o, sizeof gt->prefix + FRP_DURATION_MAX + INDENT_MAX + DEPTH_MARK_MAX);
     memcpy(p, gt->prefix, sizeof gt->prefix);
     p += gt->plen;
     if (!has_ns) {
@@ -259,13 +282,7 @@ static inline void line_start(struct frp_graph *g, const struct gthread *gt, int
     } else {
         p += frp_fmt_duration(p, ns);
     }
-    if (__builtin_expect(ind <= sizeof spaces, 1)) {
-        memcpy(p, spaces, ind);
-        o->len = (size_t)(p + ind - o->buf);
-    } else {
-        o->len = (size_t)(p - o->buf);
-        frp_out_spaces(o, ind);
-    }
+    o->len = (size_t)(indent(p, depth) - o->buf);
 }
 
 static void special(struct frp_graph *g, struct gthread *gt, const struct frp_item *it)
@@ -311,6 +328,11 @@ static void special(struct frp_graph *g, struct gthread *gt, const struct frp_it
         break;
     case FTR_SP_ASIDE:
         n = snprintf(tmp, sizeof tmp, "/* traced no further: the tracer stepped aside */\n");
+        break;
+    case FRP_SP_DEEP:
+        n = snprintf(tmp, sizeof tmp, "/* %llu call%s nested deeper than %u not shown */\n",
+                     (unsigned long long)ev->arg, ev->arg == 1 ? "" : "s",
+                     g->r && g->r->depth_max ? g->r->depth_max : FTR_DEPTH_MAX);
         break;
     default:
         n = snprintf(tmp, sizeof tmp, "/* special event %u (%llu) */\n", (unsigned)ev->site,

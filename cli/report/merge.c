@@ -13,6 +13,11 @@
  * A process's marks (what ftrace-ctl changed, process-wide) join the stream at their time as
  * SPECIAL events (FRP_SP_MARK) of one of its selected threads: its main thread if it is among
  * them, so that the views show each mark once, in a thread's flow, without knowing of marks.
+ *
+ * No thread nests deeper than a trace can (FTR_DEPTH_MAX, docs/format.md "Nesting"; the
+ * report's depth_max): a deeper ENTRY of a damaged or forged file is counted with its EXIT or
+ * UNWIND and left out, and one SPECIAL event (FRP_SP_DEEP) stands for the calls of each such
+ * stretch. So every view keeps at most depth_max frames a thread, whatever the input.
  */
 #define _GNU_SOURCE /* qsort_r */
 #include "merge.h"
@@ -46,7 +51,12 @@ struct cursor {
     struct ftr_event back;     /* an event read ahead and put back (has_back) */
     uint32_t back_seq;
     int has_back;
-    uint64_t floor; /* the thread's latest tsc: its times never go back (see fetch) */
+    uint64_t floor;      /* the thread's latest tsc: its times never go back (see fetch) */
+    uint64_t depth;      /* calls open: those past depth_max are left out */
+    uint64_t depth_max;  /* the report's (here for the hot path) */
+    uint64_t deep_calls; /* calls left out since the last FRP_SP_DEEP */
+    uint64_t deep_tsc;   /* the time of the last event left out, and its chunk's seq */
+    uint32_t deep_seq;
     struct cursor *free_next;
 };
 
@@ -72,6 +82,7 @@ struct frp_merge {
     struct cursor *freelist;
     int err;
     uint64_t done, total; /* EVENTS chunks taken, of all the selected threads' */
+    uint32_t depth_max;   /* the report's: calls nested deeper are left out */
 };
 
 static int load_chunk(struct frp_merge *m, struct cursor *c, const struct frp_chunk *ch)
@@ -161,7 +172,10 @@ static int read_list(const struct cursor *c, uint64_t arg, struct vlist *v)
     return 1;
 }
 
-/* The thread's next call event (or special other than values), with its values in *v. */
+/* The thread's next call event (or special other than values), with its values in *v.
+ * @return 1: a call within the depth kept (c->depth follows it); 2: a special, an ENTRY past
+ * depth_max (counted in c->depth) or the EXIT or UNWIND of such a call (not yet): fetch_kept()
+ * sees to those; 0 at the thread's end; or a negated error. */
 static int fetch_call(struct frp_merge *m, struct cursor *c, struct ftr_event *ev, uint32_t *seq,
                       struct vlist *v)
 {
@@ -178,10 +192,7 @@ static int fetch_call(struct frp_merge *m, struct cursor *c, struct ftr_event *e
         }
         break;
     }
-    if (ev->kind == FTR_EV_EXIT && c->ret.len && c->ret.site == ev->site) {
-        *v = c->ret;
-        c->ret.len = 0;
-    } else if (ev->kind == FTR_EV_ENTRY) {
+    if (ev->kind == FTR_EV_ENTRY) {
         struct ftr_event a;
         uint32_t aseq;
         int rc = fetch_back(m, c, &a, &aseq);
@@ -196,8 +207,69 @@ static int fetch_call(struct frp_merge *m, struct cursor *c, struct ftr_event *e
         } else if (rc == 1) {
             put_back(c, &a, aseq);
         }
+        return c->depth++ < c->depth_max ? 1 : 2;
     }
+    if (__builtin_expect(ev->kind == FTR_EV_SPECIAL, 0)) return 2;
+    if (ev->kind == FTR_EV_EXIT && c->ret.len && c->ret.site == ev->site) {
+        *v = c->ret;
+        c->ret.len = 0;
+    }
+    if (__builtin_expect(c->depth > c->depth_max, 0)) return 2;
+    c->depth -= c->depth > 0; /* none open: the views count it as unmatched */
     return 1;
+}
+
+/* The FRP_SP_DEEP event that stands for the calls left out since the last one. @return 1 */
+static int deep_note(struct frp_merge *m, struct cursor *c, struct ftr_event *ev, uint32_t *seq,
+                     struct vlist *v)
+{
+    *ev = (struct ftr_event){c->deep_tsc, FRP_SP_DEEP, FTR_EV_SPECIAL, c->deep_calls};
+    *seq = c->deep_seq;
+    v->len = 0;
+    m->r->deep_calls += c->deep_calls;
+    c->deep_calls = 0;
+    return 1;
+}
+
+/* fetch_kept()'s way with what fetch_call() returned, rc and *ev, when it is not a call within
+ * the depth kept: the end, a special, or a call past depth_max, and then what follows. */
+__attribute__((noinline)) static int fetch_kept_slow(struct frp_merge *m, struct cursor *c,
+                                                     struct ftr_event *ev, uint32_t *seq,
+                                                     struct vlist *v, int rc)
+{
+    for (;; rc = fetch_call(m, c, ev, seq, v)) {
+        if (rc <= 0) return rc == 0 && c->deep_calls ? deep_note(m, c, ev, seq, v) : rc;
+        if (rc == 1) return 1;
+        uint64_t deep = c->depth > m->depth_max ? c->depth - m->depth_max : 0;
+        if (ev->kind == FTR_EV_SPECIAL) {
+            if (ev->site == FTR_SP_INHERITED || ev->site == FTR_SP_RESUMED) {
+                /* the entries that will be kept */
+                uint64_t room = deep ? 0 : m->depth_max - c->depth;
+                if (ev->arg > room) ev->arg = room;
+            } else if (ev->site == FTR_SP_SUSPENDED) { /* the first unwinds leave deep frames */
+                ev->arg -= ev->arg < deep ? ev->arg : deep;
+            }
+            return 1;
+        }
+        c->deep_tsc = ev->tsc;
+        c->deep_seq = *seq;
+        if (ev->kind == FTR_EV_ENTRY) { /* past depth_max (counted in depth) */
+            c->deep_calls++;
+        } else if (--c->depth == m->depth_max) { /* back at the depth kept */
+            return deep_note(m, c, ev, seq, v);
+        }
+    }
+}
+
+/* The thread's next event within the depth kept: fetch_call()'s, but for the calls nested
+ * deeper than depth_max, which are counted and left out, and an FRP_SP_DEEP for them where the
+ * thread comes back to the depth kept or its events end. The specials that count the ENTRY
+ * (UNWIND) events to come count those passed on. */
+static inline int fetch_kept(struct frp_merge *m, struct cursor *c, struct ftr_event *ev,
+                             uint32_t *seq, struct vlist *v)
+{
+    int rc = fetch_call(m, c, ev, seq, v);
+    return __builtin_expect(rc == 1, 1) ? 1 : fetch_kept_slow(m, c, ev, seq, v, rc);
 }
 
 static inline int before(const struct cursor *a, const struct cursor *b)
@@ -250,12 +322,14 @@ static int open_cursor(struct frp_merge *m, struct frp_thread *t)
     c->floor = 0;
     c->has_back = 0;
     c->ret.len = 0;
-    int rc = fetch_call(m, c, &c->cur, &c->cur_seq, &c->cur_v);
+    c->depth = c->deep_calls = 0;
+    c->depth_max = m->depth_max;
+    int rc = fetch_kept(m, c, &c->cur, &c->cur_seq, &c->cur_v);
     if (rc <= 0) {
         release(m, c);
         return rc;
     }
-    rc = fetch_call(m, c, &c->nxt, &c->nxt_seq, &c->nxt_v);
+    rc = fetch_kept(m, c, &c->nxt, &c->nxt_seq, &c->nxt_v);
     c->has_nxt = rc == 1;
     if (rc < 0) {
         release(m, c);
@@ -333,6 +407,7 @@ int frp_merge_open(struct frp_report *r, struct frp_process *p, struct frp_merge
     struct frp_merge *m = calloc(1, sizeof *m);
     if (!m) return FTR_E_NOMEM;
     m->r = r;
+    m->depth_max = r->depth_max ? r->depth_max : FTR_DEPTH_MAX;
     m->pend = malloc((r->nthreads + 1) * sizeof *m->pend);
     m->heap = malloc((r->nthreads + 1) * sizeof *m->heap);
     if (!m->pend || !m->heap) {
@@ -373,7 +448,7 @@ int frp_merge_next(struct frp_merge *m, struct frp_item *it)
                 c->cur_v.site = c->nxt_v.site;
                 memcpy(c->cur_v.b, c->nxt_v.b, c->nxt_v.len);
             }
-            int rc = fetch_call(m, c, &c->nxt, &c->nxt_seq, &c->nxt_v);
+            int rc = fetch_kept(m, c, &c->nxt, &c->nxt_seq, &c->nxt_v);
             c->has_nxt = rc == 1;
             if (rc < 0) return -(m->err = -rc);
             if (m->nheap > 1) sift_down(m, 0);

@@ -518,6 +518,7 @@ int frp_report_open(const char *path, struct frp_report **out)
     }
     r->priv = pv;
     r->path = path;
+    r->depth_max = FTR_DEPTH_MAX;
     int rc = ftr_reader_open(path, &pv->rd);
     if (rc == FTR_OK) rc = read_file_header(r);
     if (rc == FTR_OK) rc = load(r);
@@ -682,6 +683,11 @@ size_t frp_report_note(const struct frp_report *r, const struct frp_stats *st, c
     if (d.skipped_bytes) {
         snprintf(tmp, sizeof tmp, "skipped %llu damaged byte%s",
                  (unsigned long long)d.skipped_bytes, d.skipped_bytes == 1 ? "" : "s");
+        len = add_part(buf, n, len, tmp);
+    }
+    if (r->deep_calls) {
+        snprintf(tmp, sizeof tmp, "skipped %llu call%s nested deeper than %u",
+                 (unsigned long long)r->deep_calls, r->deep_calls == 1 ? "" : "s", r->depth_max);
         len = add_part(buf, n, len, tmp);
     }
     if (st && st->unmatched) {

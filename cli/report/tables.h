@@ -48,6 +48,10 @@ struct frp_mark {
 /* The merge hands out a process's marks as SPECIAL events of this subtype (arg: the index in
  * its marks[]), on one of its threads (frp_merge_open); no file event has it. */
 #define FRP_SP_MARK 0xfffffffeu
+/* ... and calls nested deeper than the report keeps (frp_report.depth_max) as one SPECIAL event
+ * of this subtype (arg: how many calls it stands for) where the thread comes back to the depth
+ * kept, or where its events end (merge.c). */
+#define FRP_SP_DEEP 0xfffffffdu
 /* One process instance. A pid that exec()s shows up as two instances with the same pid. */
 struct frp_process {
     uint32_t idx; /* dense index in the report, in order of discovery */
@@ -136,6 +140,8 @@ struct frp_report {
     uint64_t good_chunks; /* chunks read and understood during loading */
     uint64_t bad_meta;    /* metadata chunks whose payload did not decode */
     uint64_t bad_events;  /* EVENTS chunks with undecodable event data (found while merging) */
+    uint32_t depth_max;   /* calls nested deeper are left out: FTR_DEPTH_MAX (tests lower it) */
+    uint64_t deep_calls;  /* ENTRY events left out so (found while merging) */
     uint64_t file_size;
     uint16_t version_major, version_minor;
     uint64_t chunks_by_type[8]; /* chunks met while loading, by type (0: unknown types) */

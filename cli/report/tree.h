@@ -47,6 +47,7 @@ static inline uint32_t frp_funcs_id(struct frp_funcs *fs, const struct frp_item 
 }
 
 /* ---- the merged call tree (tree.c) ---- */
+/* A node comes after its parent in nodes[] (index above its parent's). */
 struct frp_tnode {
     uint32_t func;    /* function id; node 0 (the root) has 0 */
     uint32_t parent;  /* node index */

@@ -8,6 +8,8 @@
  *                           line that is not a comment before the first header is an error
  *
  * Graph lines are "TID) DURATION|  INDENT BODY"; other lines must be blank or start with '#'.
+ * The indentation is two spaces a level up to 64 levels; a deeper line has the indentation of 64
+ * and then "[depth N] " (N counted from 1) before its body.
  * Lines end at '\n' only (Python's splitlines also ends them at '\r', '\v', '\f' and the like:
  * the report writes none, as it turns control characters in names into '?').
  * Output (paths and names never hold a newline):
@@ -352,8 +354,11 @@ static char *open_list(struct thread *t)
     return s;
 }
 
-/* Parses "TID) DURATION|  INDENT BODY": false when the line is not one */
-static bool split_line(const char *s, size_t n, uint64_t *tid, size_t *indent, const char **body,
+#define INDENT_LEVELS 64 /* graph.c's: deeper lines say their depth */
+
+/* Parses "TID) DURATION|  INDENT BODY" (INDENT possibly ending with "[depth N] "), the depth in
+ * *levels: false when the line is not one */
+static bool split_line(const char *s, size_t n, uint64_t *tid, size_t *levels, const char **body,
                        size_t *body_len)
 {
     const char *p = s, *end = s + n;
@@ -374,7 +379,18 @@ static bool split_line(const char *s, size_t n, uint64_t *tid, size_t *indent, c
     while (p < end && *p == ' ')
         p++;
     *tid = v;
-    *indent = (size_t)(p - ind);
+    *levels = (size_t)(p - ind) / 2;
+    if (end - p > 7 && memcmp(p, "[depth ", 7) == 0) {
+        uint64_t d = 0;
+        const char *q = p + 7;
+        while (q < end && *q >= '0' && *q <= '9' && d < UINT32_MAX)
+            d = d * 10 + (uint64_t)(*q++ - '0');
+        if (end - q < 2 || q[0] != ']' || q[1] != ' ' || d <= INDENT_LEVELS ||
+            p - ind != 2 * INDENT_LEVELS)
+            fail("graph-fold: bad depth mark: '%.*s'", (int)n, s);
+        *levels = (size_t)d - 1;
+        p = q + 2;
+    }
     *body = p;
     *body_len = (size_t)(end - p);
     return true;
@@ -390,9 +406,9 @@ static bool blank(const char *s, size_t n)
 static void graph_line(const char *line, size_t n)
 {
     uint64_t tid;
-    size_t indent, len;
+    size_t levels, len;
     const char *body;
-    if (!split_line(line, n, &tid, &indent, &body, &len)) {
+    if (!split_line(line, n, &tid, &levels, &body, &len)) {
         if ((n && line[0] == '#') || blank(line, n)) return;
         fail("unparsable graph line: '%.*s'", (int)n, line);
     }
@@ -402,9 +418,9 @@ static void graph_line(const char *line, size_t n)
     bool resumed = ends(body, len, RESUMED);
     if (resumed) len -= strlen(RESUMED);
     bool closing = len && body[0] == '}';
-    if (indent / 2 + (closing ? 1 : 0) != t->depth)
-        fail("tid %llu: depth %zu but %zu open: '%.*s'", (unsigned long long)tid, indent / 2,
-             t->depth, (int)n, line);
+    if (levels + (closing ? 1 : 0) != t->depth)
+        fail("tid %llu: depth %zu but %zu open: '%.*s'", (unsigned long long)tid, levels, t->depth,
+             (int)n, line);
     if (ends(body, len, "();")) {
         count(t, body, len - 3, !resumed);
     } else if (ends(body, len, "() {")) {

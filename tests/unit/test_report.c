@@ -245,6 +245,44 @@ Test(report, graph_leaf_needs_own_exit_next)
     free(out);
 }
 
+Test(report, graph_deep_lines_say_their_depth)
+{
+    /* main nested 66 deep, the last a leaf: 64 levels indented, then "[depth N] " */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    struct frp_graph *g = frp_graph_new(f);
+    struct ftr_event evs[132];
+    for (uint32_t i = 0; i < 132; i++)
+        evs[i] = (struct ftr_event){1000 + 100 * i, 1, i < 66 ? FTR_EV_ENTRY : FTR_EV_EXIT, 0};
+    for (uint32_t i = 0; i < 132; i++) {
+        struct frp_item it = {.ev = evs[i], .thread = &threads[0], .next = &evs[i + 1]};
+        if (i == 131) it.next = NULL;
+        if (i < 66) it.name = names[1];
+        frp_graph_event(g, &it);
+    }
+    cr_assert_eq(frp_graph_finish(g), 0);
+    frp_graph_free(g);
+    fclose(f);
+    char ind[200];
+    memset(ind, ' ', sizeof ind);
+    char want[512];
+    snprintf(want, sizeof want, "\n  4242)               |%.*smain() {\n", 2 + 2 * 63, ind);
+    cr_assert_not_null(strstr(text, want), "%s", want);
+    snprintf(want, sizeof want, "\n  4242)               |%.*s[depth 65] main() {\n", 130, ind);
+    cr_assert_not_null(strstr(text, want), "%s", want);
+    snprintf(want, sizeof want, "\n  4242)     0.100 us  |%.*s[depth 66] main();\n", 130, ind);
+    cr_assert_not_null(strstr(text, want), "%s", want);
+    snprintf(want, sizeof want, "\n  4242)     0.300 us  |%.*s[depth 65] } /* main */\n", 130, ind);
+    cr_assert_not_null(strstr(text, want), "%s", want);
+    snprintf(want, sizeof want, "\n  4242)     0.500 us  |%.*s} /* main */\n", 2 + 2 * 63, ind);
+    cr_assert_not_null(strstr(text, want), "%s", want);
+    /* no line longer than the 64th level's with its mark */
+    for (const char *l = text, *e; (e = strchr(l, '\n')); l = e + 1)
+        cr_assert_leq(e - l, 23 + 130 + 11 + 14, "%.*s", (int)(e - l), l);
+    free(text);
+}
+
 Test(report, graph_header)
 {
     char *text = NULL;

@@ -1,8 +1,8 @@
 /*
  * test_report_input.c - ftrace-report on bad input (truncated, corrupt in the middle, another
- * format, empty, a newer version, an older one), the order of a thread's pieces, its number
- * parsing, and the command line: exit statuses, messages, colours, the pager (under a
- * pseudo-terminal).
+ * format, empty, a newer version, an older one; calls nested deeper than it keeps), the order of
+ * a thread's pieces, its number parsing, and the command line: exit statuses, messages, colours,
+ * the pager (under a pseudo-terminal).
  */
 #define _GNU_SOURCE
 #include "test_report_fixture.h"
@@ -163,6 +163,117 @@ Test(input, unreadable_files)
     cr_assert_eq(frp_report_open(fx_write(b.f.data, FTR_FILE_HEADER_SIZE + 30), &r),
                  FTR_E_TRUNCATED);
     ftr_buf_free(&b.f);
+}
+
+/* ---------------------------------------------------------------- nested deeper than kept */
+
+#define SP(sub, tsc, n)                                                                            \
+    {                                                                                              \
+        FTR_EV_SPECIAL, sub, tsc, n                                                                \
+    }
+
+/* View v of one thread's events evs, the report keeping depth_max levels; its note in note. */
+static char *deep_view(const struct tev *evs, size_t n, uint32_t depth_max, enum frp_view v,
+                       char *note, size_t note_len)
+{
+    struct tb b;
+    tb_init(&b);
+    tb_process(&b, 4242, 1, 1000, "./prog");
+    tb_module(&b, 4242, 1, "/bin/prog", 0x400000, NULL, 0);
+    tb_sites(&b, 4242, 1, 1, fx_names, 5, 0x401000);
+    tb_events(&b, 4242, 4242, evs, n);
+    tb_end(&b, 4242, 200000, 6);
+    tb_done(&b);
+    const char *path = fx_write(b.f.data, b.f.len);
+    ftr_buf_free(&b.f);
+    struct frp_report *r;
+    cr_assert_eq(frp_report_open(path, &r), FTR_OK);
+    cr_assert_eq(frp_report_names(r, FRP_DEMANGLE_SIMPLE, 0), FTR_OK);
+    cr_assert_eq(r->depth_max, FTR_DEPTH_MAX);
+    r->depth_max = depth_max;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    struct frp_stats st;
+    cr_assert_eq(frp_render(r, v, NULL, f, &st), FTR_OK);
+    fclose(f);
+    frp_report_note(r, &st, note, note_len);
+    frp_report_close(r);
+    return text;
+}
+
+#define GRAPH_HEAD                                                                                 \
+    "# ftrace-run: ./prog  pid 4242  1 thread  6 calls\n"                                          \
+    "#  TID      DURATION          FUNCTION CALLS\n"                                               \
+    "#  |        |   |             |   |   |   |\n"
+
+Test(input, calls_nested_deeper_than_kept_are_counted)
+{
+    /* two stretches deeper than 2 levels: leaf { leaf }, then leaf */
+    static const struct tev evs[] = {E(MAIN, 1000), E(MID, 1100),  E(LEAF, 1200), E(LEAF, 1300),
+                                     X(LEAF, 1400), X(LEAF, 1500), E(LEAF, 1600), X(LEAF, 1700),
+                                     X(MID, 1800),  X(MAIN, 1900)};
+    char note[256];
+    char *text = deep_view(evs, 10, 2, FRP_GRAPH, note, sizeof note);
+    fx_expect(text, GRAPH_HEAD "  4242)               |  main() {\n"
+                               "  4242)               |    mid() {\n"
+                               "  4242)               |      /* 2 calls nested deeper than 2 not "
+                               "shown */\n"
+                               "  4242)               |      /* 1 call nested deeper than 2 not "
+                               "shown */\n"
+                               "  4242)     0.700 us  |    } /* mid */\n"
+                               "  4242)     0.900 us  |  } /* main */\n");
+    cr_assert_str_eq(note, "skipped 3 calls nested deeper than 2");
+    free(text);
+    text = deep_view(evs, 10, 2, FRP_SUMMARY, note, sizeof note);
+    cr_assert_not_null(strstr(text, "# 2 functions, 2 calls\n"), "%s", text);
+    cr_assert_null(strstr(text, "leaf"), "%s", text);
+    free(text);
+    text = deep_view(evs, 10, 2, FRP_CHROME, note, sizeof note);
+    cr_assert_not_null(strstr(text, "\"name\":\"2 calls nested deeper than 2 not shown\"}"), "%s",
+                       text);
+    free(text);
+    text = deep_view(evs, 10, 3, FRP_FOLDED, note, sizeof note);
+    fx_expect(text, "main 200\nmain;mid 300\nmain;mid;leaf 400\n");
+    cr_assert_str_eq(note, "skipped 1 call nested deeper than 3");
+    free(text);
+    /* the whole trace when it nests no deeper than kept */
+    text = deep_view(evs, 10, 4, FRP_FOLDED, note, sizeof note);
+    fx_expect(text, "main 200\nmain;mid 300\nmain;mid;leaf 300\nmain;mid;leaf;leaf 100\n");
+    cr_assert_str_eq(note, "");
+    free(text);
+}
+
+Test(input, thread_ending_deeper_than_kept)
+{
+    static const struct tev evs[] = {E(MAIN, 1000), E(MID, 1100), E(LEAF, 1200), E(LEAF, 1300)};
+    char note[256];
+    char *text = deep_view(evs, 4, 1, FRP_GRAPH, note, sizeof note);
+    fx_expect(text, GRAPH_HEAD "  4242)               |  main() {\n"
+                               "  4242)               |    /* 3 calls nested deeper than 1 not "
+                               "shown */\n");
+    cr_assert_str_eq(note, "skipped 3 calls nested deeper than 1");
+    free(text);
+}
+
+Test(input, counted_specials_count_the_calls_kept)
+{
+    /* 2 frames resumed, the second deeper than kept: the later mid is a call of its own */
+    static const struct tev evs[] = {E(MAIN, 1000), SP(FTR_SP_RESUMED, 1100, 2),
+                                     E(MID, 1100),  E(LEAF, 1100),
+                                     X(LEAF, 1200), X(MID, 1300),
+                                     E(MID, 1400),  X(MID, 1500),
+                                     X(MAIN, 1600)};
+    char note[256];
+    char *text = deep_view(evs, 9, 2, FRP_GRAPH, note, sizeof note);
+    fx_expect(text, GRAPH_HEAD "  4242)               |  main() {\n"
+                               "  4242)               |    mid() { /* resumed */\n"
+                               "  4242)               |      /* 1 call nested deeper than 2 not "
+                               "shown */\n"
+                               "  4242)     0.200 us  |    } /* mid */\n"
+                               "  4242)     0.100 us  |    mid();\n"
+                               "  4242)     0.600 us  |  } /* main */\n");
+    free(text);
 }
 
 /* ---------------------------------------------------------------- the command line */
