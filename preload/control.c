@@ -392,16 +392,23 @@ static int own_table(int keep)
     return high;
 }
 
-/* Until a starting server has bound its socket or given up: microseconds, a second at most on
- * a host that starves it (then an image ending at once may leave the socket file behind). */
-static void wait_bound(void)
+/* Until a thread of ours sets *word (a futex word, 0 until then): microseconds, a second at
+ * most on a host that starves it. */
+static void wait_set(atomic_int *word)
 {
     uint64_t until = now_ms() + 1000;
-    for (uint64_t now; !atomic_load(&bind_state) && (now = now_ms()) < until;) {
+    for (uint64_t now; !atomic_load(word) && (now = now_ms()) < until;) {
         struct timespec ts = {(time_t)((until - now) / 1000),
                               (long)((until - now) % 1000) * 1000000};
-        syscall(SYS_futex, &bind_state, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+        syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
     }
+}
+
+/* Until a starting server has bound its socket or given up (past the second, an image ending
+ * at once may leave the socket file behind). */
+static void wait_bound(void)
+{
+    wait_set(&bind_state);
 }
 
 static void bound(int state)
@@ -627,13 +634,7 @@ void ftr_control_child_fork(int park)
      * would call the program's allocator while the program runs */
     if ((park_err = ftr_create_own_thread(&th, 1, server_main, NULL)) != 0) return;
     parked = 1;
-    /* until it is on the handshake's ignored list: microseconds (a second at most) */
-    uint64_t until = now_ms() + 1000;
-    for (uint64_t now; !atomic_load(&park_tid) && (now = now_ms()) < until;) {
-        struct timespec ts = {(time_t)((until - now) / 1000),
-                              (long)((until - now) % 1000) * 1000000};
-        syscall(SYS_futex, &park_tid, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
-    }
+    wait_set(&park_tid); /* until it is on the handshake's ignored list */
 }
 
 __attribute__((constructor)) static void control_init(void)

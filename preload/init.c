@@ -256,7 +256,7 @@ static void print_summary(void)
     if (failed)
         ftr_msg("writing %s failed (%s): %llu bytes of trace lost%s", ftr_cfg.output,
                 strerror(failed), (unsigned long long)ftr_writer_dropped(), skipped);
-    else if (!ftr_cfg.quiet) {
+    else {                       /* under -q, ftr_msg says nothing */
         char lost_note[96] = ""; /* ", N events lost (M calls)" */
         if (lost)
             snprintf(lost_note, sizeof lost_note, ", %llu event%s lost (%llu call%s)",

@@ -165,7 +165,6 @@ static void chunk_discard(struct ftr_chunk *c)
     if (phi <= plo || madvise((void *)plo, phi - plo, MADV_DONTNEED) != 0) plo = phi = hi;
     memset((void *)lo, 0, plo - lo);
     memset((void *)phi, 0, hi - phi);
-    c->used = c->nrec;
     pool_put(c);
 }
 
@@ -496,8 +495,7 @@ struct ftr_chunk *ftr_take_full_chunks(void)
 
 void ftr_release_chunk(struct ftr_chunk *c)
 {
-    memset(c->rec, 0, (c->used < c->nrec ? c->used : c->nrec) * sizeof c->rec[0]);
-    c->used = c->nrec;
+    memset(c->rec, 0, c->used * sizeof c->rec[0]); /* set when it became a thread's window */
     pool_put(c);
     atomic_fetch_add(&pool_gen, 1);
     if (ftr_cfg.lossless) syscall(SYS_futex, &pool_gen, FUTEX_WAKE_PRIVATE, INT32_MAX, 0, 0, 0);

@@ -382,9 +382,8 @@ static void write_pending(int partial, int final)
     pthread_mutex_unlock(&w_lock);
     for (struct ftr_chunk *c = ftr_take_full_chunks(), *next; c; c = next) {
         next = c->next;
-        size_t used = c->used < c->nrec ? c->used : c->nrec;
-        if (used > c->flushed)
-            encode(c->tid, c->seq0 + c->flushed, c->rec + c->flushed, used - c->flushed);
+        if (c->used > c->flushed)
+            encode(c->tid, c->seq0 + c->flushed, c->rec + c->flushed, c->used - c->flushed);
         ftr_release_chunk(c);
         if (out.len > (1u << 20)) flush_out();
     }
