@@ -592,8 +592,9 @@ static int run(struct cli *c, const char *path)
         fprintf(stderr, PROG ": %s: no call of '%s' in the trace\n", path, c->o.callgraph);
         status = 1;
     } else if (rc == FTR_E_IO && st.write_errno == EPIPE && tty_pager_running()) {
-        status = 0;                    /* the pager was quit before the end */
-    } else if (rc && st.write_errno) { /* that alone: what the output would have said is moot */
+        status = 0; /* the pager was quit before the end */
+    } else if (rc && st.write_errno) {
+        /* that alone: the notes on the trace would be of an output not written */
         fprintf(stderr, PROG ": cannot write %s: %s\n", dest, strerror(st.write_errno));
         status = 1;
     } else if (rc) {
