@@ -40,8 +40,13 @@ suites=${SUITES:-3}
 it=$top/tests/integration
 logs=$(mktemp -d /tmp/ftr-stress.XXXXXX)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+drivers=()
+# each background job is a process group of its own (set -m), so that an interrupted run also
+# ends what its drivers started: a tracer test left behind would load the next run
+set -m
+cleanup() { for p in "${pids[@]}" "${drivers[@]}"; do kill -- "-$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 # what is stressed is the tree as it is now: a build dir left from an earlier commit would test
 # old code with new tests
 if ! BUILD_DIR=$build "$top/scripts/build.sh" >"$logs/build.log" 2>&1; then
@@ -90,7 +95,6 @@ drive() { # name command...: runs the driver (niced), says how it ended
     return 1
   fi
 }
-drivers=()
 export FTR_STRESS_DIV=10
 drive stacks python3 "$it/stacks_tests.py" --bin "$build" --runs "$stack_runs" --only "$modes" \
   --flagset gcc-pgfentry &
@@ -128,7 +132,8 @@ done
 drive ctl python3 "$it/ctl_tests.py" --bin "$build" &
 drivers+=($!)
 status=0
-LOAD=0 BUILD_DIR=$build "$top/scripts/soak.sh" "$suites" || status=1
+LOAD=0 BUILD_DIR=$build "$top/scripts/soak.sh" "$suites" & # in the background: a signal ends the wait
+drivers+=($!)
 for p in "${drivers[@]}"; do wait "$p" || status=1; done
 echo "== per driver: stacks $stack_runs runs per mode, behaviours $case_runs per case (-O2-only"
 echo "   $o2_runs, base-only $base_runs), integration $it_runs, live one-shot $live_runs"
