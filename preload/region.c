@@ -25,9 +25,11 @@
 #include "region.h"
 #include "tracer.h"
 
-#define SEGS_MAX 16384       /* segments; so at most SEGS_MAX * seg chunks */
-#define SEG_BYTES (1u << 20) /* a segment's size, where a chunk is smaller */
-#define FD_ABOVE 512         /* our descriptors' numbers start here (as the trace file's) */
+#define SEGS_MAX 16384 /* segments; so at most SEGS_MAX * seg chunks */
+#define SEG_BYTES                                                                                  \
+    (2 * (260u << 10)) /* a segment: two chunks of the default size (256 KiB                       \
+                        * and a page for their headers) */
+#define FD_ABOVE 512   /* our descriptors' numbers start here (as the trace file's) */
 
 static int region_fd = -1;
 static struct ftr_region_hdr *hdr; /* the header page (anonymous: a stand-in) */
