@@ -586,12 +586,20 @@ static void stop_server(void)
     unlink(sock_path);
 }
 
+/* The server is this process's (not a vfork child's on its memory; a getpid() that a sandbox
+ * fails, -1, counts as this process: see ftr_own_process()) */
+static int server_here(void)
+{
+    long pid = syscall(SYS_getpid);
+    return server_current() && (pid < 0 || (pid_t)pid == server_pid);
+}
+
 void ftr_control_cleanup(void)
 {
     pthread_mutex_lock(&start_lock);
     finished = 1;
     finished_writer = ftr_writer_tid;
-    if (server_current() && (pid_t)ftr_getpid() == server_pid) {
+    if (server_here()) {
         /* let a request being carried out finish (bounded: never hang an exiting process) */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -609,8 +617,7 @@ void ftr_control_cleanup_fast(void)
      * either set serving before this reads it, or reads finished after this sets it */
     finished_writer = ftr_writer_tid;
     __atomic_store_n(&finished, 1, __ATOMIC_SEQ_CST);
-    if (server_current() && (pid_t)ftr_getpid() == server_pid)
-        stop_server(); /* a request being carried out is not waited for */
+    if (server_here()) stop_server(); /* a request being carried out is not waited for */
 }
 
 /* A fork child has no server thread, and none of its descriptors (they are in the thread's own

@@ -8,6 +8,9 @@
  * success without closing; dup2() onto it first moves ours to another number (under the lock
  * the writer holds while it writes).
  *
+ * The region's memfd (region.c), whose segments a hook may map at any time, is guarded too; a
+ * hook does not take the lock, so moves are counted (ftr_fd_moves) for it to check.
+ *
  * The control server's descriptors (control.c) get the same protection through
  * ftr_fd_protect(): the guard keeps a pointer to each variable holding one, so that a move
  * updates it; their owner uses them only under the lock, or tolerates a stale number.
@@ -45,7 +48,7 @@ void ftr_fd_lock_reset(void)
     pthread_mutex_init(&fd_lock, NULL);
 }
 
-#define MAX_PROTECTED 4
+#define MAX_PROTECTED 6
 static int *_Atomic protected_fds[MAX_PROTECTED]; /* variables holding descriptors of ours */
 
 void ftr_fd_protect(int *fd)
@@ -125,31 +128,48 @@ EXPORT int close(int fd)
     return fn(fd);
 }
 
-/* The program wants our number: give ours another one first. */
-static void move_away(int fd)
+/* Moves of our descriptors so far, twice each: odd while one is under way (region.c maps
+ * without the lock, and drops a mapping made while this moved). */
+atomic_uint ftr_fd_moves;
+
+/* The program wants our number: give ours another one first. @return 1 when one of ours was
+ * moved: the caller calls move_done() once the program's dup2 has taken the number. */
+static int move_away(int fd)
 {
+    if (!ours(fd)) return 0;
     ftr_fd_lock();
     int *owner = owner_of(fd);
     if (owner) {
+        atomic_fetch_add(&ftr_fd_moves, 1);
         int moved = fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
         if (moved >= 0) *owner = moved; /* the old number is replaced by the dup2 that follows */
     }
     ftr_fd_unlock();
+    return owner != NULL;
+}
+
+static void move_done(void)
+{
+    atomic_fetch_add(&ftr_fd_moves, 1);
 }
 
 EXPORT int dup2(int oldfd, int newfd)
 {
     if (ours(oldfd) && oldfd == newfd) return newfd;
     dup2_fn fn = NEXT(real_dup2, "dup2");
-    move_away(newfd);
-    return fn(oldfd, newfd);
+    int moved = move_away(newfd);
+    int rc = fn(oldfd, newfd);
+    if (moved) move_done();
+    return rc;
 }
 
 EXPORT int dup3(int oldfd, int newfd, int flags)
 {
     dup3_fn fn = NEXT(real_dup3, "dup3");
-    move_away(newfd);
-    return fn(oldfd, newfd, flags);
+    int moved = move_away(newfd);
+    int rc = fn(oldfd, newfd, flags);
+    if (moved) move_done();
+    return rc;
 }
 
 static int ranges_around_ours(close_range_fn fn, unsigned first, unsigned last, int flags);

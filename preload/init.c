@@ -284,7 +284,7 @@ static void fill_end(uint32_t how, int code)
  * memory and must not stop the parent's writer. */
 int ftr_finish(uint32_t how, int code)
 {
-    if (!ftr_g.ready || ftr_getpid() != ftr_g.pid || atomic_exchange(&ended, 1)) return 0;
+    if (!ftr_g.ready || !ftr_own_process() || atomic_exchange(&ended, 1)) return 0;
     atomic_store(&ftr_hot.recording, 0);
     ftr_tls.in_slow = 1; /* this thread records nothing more */
     fill_end(how, code);
@@ -588,7 +588,7 @@ __attribute__((destructor)) static void ftr_fini(void)
  * waits for a control request. A vfork child shares our memory and does nothing here. */
 static void finish_fast(uint32_t how, int code)
 {
-    if (!ftr_g.ready || ftr_getpid() != ftr_g.pid || atomic_exchange(&ended, 1)) return;
+    if (!ftr_g.ready || !ftr_own_process() || atomic_exchange(&ended, 1)) return;
     atomic_store(&ftr_hot.recording, 0);
     ftr_tls.in_slow = 1;
     fill_end(how, code);
@@ -619,7 +619,7 @@ static const int fatal_signals[] = {SIGSEGV, SIGBUS,    SIGFPE,  SIGILL,  SIGABR
 
 static void flush_for_fatal(int sig)
 {
-    if (ftr_g.ready && ftr_getpid() == ftr_g.pid && !atomic_exchange(&ended, 1)) {
+    if (ftr_g.ready && ftr_own_process() && !atomic_exchange(&ended, 1)) {
         atomic_store(&ftr_hot.recording, 0);
         fill_end(FTR_END_SIGNAL, sig);
         ftr_writer_stop_from_signal(&end_info);
@@ -717,7 +717,10 @@ static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
      * stays pending until we return. */
     int fault =
         (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL) && si->si_code > 0;
-    if (!fault) syscall(SYS_tgkill, (pid_t)ftr_getpid(), syscall(SYS_gettid), sig);
+    if (!fault) { /* to this process: the pid known, if a sandbox fails getpid() */
+        long pid = syscall(SYS_getpid);
+        syscall(SYS_tgkill, pid > 0 ? (pid_t)pid : (pid_t)ftr_g.pid, syscall(SYS_gettid), sig);
+    }
     errno = saved;
 }
 
@@ -837,6 +840,7 @@ __attribute__((constructor)) static void ftr_init(void)
      * is immediate, later it waits for an RCU grace period (~15 ms) */
     char bperr[256] = "";
     ftr_bp_init(bperr, sizeof bperr); /* without it, only single-threaded rewrites work */
+    ftr_names_init();
     if (install_signals(err, sizeof err) < 0 || ftr_threads_init() < 0 ||
         ftr_writer_start(err, sizeof err) < 0) {
         ftr_msg("%s; running untraced", err);

@@ -98,9 +98,15 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
     r->start_fn = fn;
     r->start_arg = arg;
     r->safe_start = 1;
+    ftr_name_for_new_thread(r->name); /* the kernel gives it its creator's */
     stack_of(r, attr);
     int rc = real_create(th, attr, start, r);
-    if (rc != 0) ftr_thread_unreserve(r);
+    if (rc != 0)
+        ftr_thread_unreserve(r);
+    else { /* before the program can rename it; unless the thread has set it itself */
+        pthread_t none = 0;
+        __atomic_compare_exchange_n(&r->pth, &none, *th, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    }
     return rc;
 }
 

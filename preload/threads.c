@@ -22,10 +22,10 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "region.h"
 #include "retaddr.h"
 #include "stacks.h"
 #include "tracer.h"
@@ -83,16 +83,15 @@ static struct ftr_chunk *pool_pop(void)
     return NULL;
 }
 
+/* A new chunk, in the process's region (region.c: memory a reader outside the process may
+ * share). An index whose memory cannot be had is spent: the region's chunks are at fixed
+ * places, and a later one may be had. */
 static struct ftr_chunk *chunk_new(void)
 {
-    struct ftr_chunk *c =
-        mmap(NULL, chunk_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (c == MAP_FAILED) return NULL;
     unsigned i = atomic_fetch_add(&chunks_allocated, 1);
-    if (i >= CHUNKS_MAX) {
-        munmap(c, chunk_size());
-        return NULL;
-    }
+    if (i >= CHUNKS_MAX) return NULL;
+    struct ftr_chunk *c = ftr_region_chunk(i);
+    if (!c) return NULL;
     c->nrec = ftr_cfg.chunk_bytes / sizeof(struct ftr_rec);
     c->index = i;
     chunk_table[i] = c;
@@ -155,31 +154,13 @@ static void queue_held(struct ftr_thread *r, const struct ftr_chunk *skip)
     }
 }
 
-/* A fork child's copy of a chunk of the parent's records, back to the pool: its pages are
- * dropped (zero when touched again), not zeroed by stores, each of which would first copy the
- * parent's page (a parent with 64 threads made every fork child copy 16 MiB). */
-static void chunk_discard(struct ftr_chunk *c)
-{
-    uintptr_t lo = (uintptr_t)c->rec, hi = (uintptr_t)(c->rec + c->nrec);
-    uintptr_t plo = (lo + 4095) & ~(uintptr_t)4095, phi = hi & ~(uintptr_t)4095;
-    if (phi <= plo || madvise((void *)plo, phi - plo, MADV_DONTNEED) != 0) plo = phi = hi;
-    memset((void *)lo, 0, plo - lo);
-    memset((void *)phi, 0, hi - phi);
-    pool_put(c);
-}
-
-/* The held chain of r back to the pool unwritten (the parent's records in a fork child: child
- * set; our own threads'), but for skip. */
-static void release_held(struct ftr_thread *r, const struct ftr_chunk *skip, int child)
+/* The held chain of r back to the pool unwritten (one of our own threads'), but for skip. */
+static void release_held(struct ftr_thread *r, const struct ftr_chunk *skip)
 {
     for (struct ftr_chunk *h = r->held, *n; h; h = n) {
         n = h->held_next;
         h->held_next = NULL;
-        if (h == skip) continue;
-        if (child)
-            chunk_discard(h);
-        else
-            ftr_release_chunk(h);
+        if (h != skip) ftr_release_chunk(h);
     }
     r->held = NULL;
 }
@@ -191,8 +172,10 @@ static struct ftr_thread *record_claim(void)
     for (struct ftr_thread *r = atomic_load(&threads); r; r = r->next) {
         int free_state = REC_FREE;
         if (atomic_load(&r->state) == REC_FREE &&
-            atomic_compare_exchange_strong(&r->state, &free_state, REC_CLAIMED))
+            atomic_compare_exchange_strong(&r->state, &free_state, REC_CLAIMED)) {
+            r->pth = 0;
             return r;
+        }
     }
     /* a new one: the record and its shadow stack in one mapping */
     size_t head = (sizeof(struct ftr_thread) + 4095) & ~(size_t)4095;
@@ -223,7 +206,18 @@ static void record_release(struct ftr_thread *r)
     r->safe_start = 0;
     r->start_fn = NULL;
     r->start_arg = NULL;
+    memset(r->name, 0, sizeof r->name);
+    r->pth = 0;
     atomic_store(&r->state, REC_FREE);
+}
+
+struct ftr_thread *ftr_thread_of(pthread_t th)
+{
+    for (struct ftr_thread *r = atomic_load(&threads); r; r = r->next) {
+        int s = atomic_load(&r->state);
+        if ((s == REC_CLAIMED || s == REC_LIVE) && r->pth && pthread_equal(r->pth, th)) return r;
+    }
+    return NULL;
 }
 
 struct ftr_thread *ftr_thread_reserve(void)
@@ -261,7 +255,8 @@ static int setup(struct ftr_thread *r)
     if (!r && !(r = record_claim())) return -1;
     r->tid = (uint32_t)syscall(SYS_gettid);
     r->tls = t;
-    prctl(PR_GET_NAME, r->name);
+    r->pth = pthread_self();
+    ftr_name_at_setup(r);
     if (r->stack_hi)
         t->stack_lo = r->stack_lo, t->stack_hi = r->stack_hi;
     else
@@ -322,7 +317,6 @@ static void thread_end(struct ftr_thread *r)
     struct ftr_tls *t = &ftr_tls;
     t->in_slow = 1;
     t->state = FTR_T_OFF;
-    prctl(PR_GET_NAME, r->name); /* its final name */
     queue_held(r, r->cur);
     struct ftr_chunk *c = r->cur;
     if (c && t->pos >= c->rec && t->pos <= c->rec + c->nrec)
@@ -387,7 +381,7 @@ void ftr_thread_off(void)
     while (atomic_load(&r->reading))
         sched_yield();
     t->pos = t->end = NULL;
-    release_held(r, chunks[0], 0);
+    release_held(r, chunks[0]);
     for (int i = 0; i < 2; i++)
         if (chunks[i]) ftr_release_chunk(chunks[i]);
     t->shadow_base = t->shadow_end = t->top = NULL;
@@ -421,7 +415,6 @@ void ftr_chunk_full_slow(void *unused)
     struct ftr_tls *t = &ftr_tls;
     struct ftr_thread *thr = t->thr;
     t->in_slow = 1;
-    prctl(PR_GET_NAME, thr->name); /* a rename since: the name at the end (writer.c) */
     struct ftr_chunk *old = thr->cur, *next = thr->spare;
     if (next) {
         thr->spare = NULL;
@@ -463,6 +456,7 @@ void ftr_chunk_full_slow(void *unused)
 
 int ftr_threads_init(void)
 {
+    if (ftr_region_init(chunk_size()) < 0) return -1;
     chunk_table = mmap(NULL, CHUNKS_MAX * sizeof *chunk_table, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (chunk_table == MAP_FAILED) return -1;
@@ -542,37 +536,26 @@ void ftr_reap_threads(void (*ended)(const struct ftr_thread *))
 void ftr_threads_prepare_fork(void) {}
 void ftr_threads_parent_fork(void) {}
 
-/* In a fork child, only the forking thread exists. Its chunk holds records of the parent,
- * which the parent's writer writes: mark them as taken. Every other chunk goes back to the
- * pool, every other record is free. */
+/* In a fork child, only the forking thread exists. Every chunk it can see is the parent's,
+ * shared with it (region.c): the parent writes them, returns them to its pool and may reuse
+ * them, so the child forgets them all, pool and queue included, and takes chunks of its own
+ * region. Every other record is free. */
 void ftr_threads_child_fork(void)
 {
     struct ftr_tls *t = &ftr_tls;
     struct ftr_thread *me = t->thr;
-    struct ftr_chunk *keep = me ? me->cur : NULL;
-    for (struct ftr_chunk *c = ftr_take_full_chunks(), *next; c; c = next) {
-        next = c->next;
-        chunk_discard(c);
-    }
+    atomic_store(&full_head, NULL);
+    atomic_store(&pool_head, 0);
+    atomic_store(&chunks_allocated, 0);
     for (struct ftr_thread *r = atomic_load(&threads); r; r = r->next) {
-        if (r == me) continue;
-        int s = atomic_load(&r->state);
-        if (s == REC_FREE) continue;
-        release_held(r, r->cur, 1);
-        if (r->cur) chunk_discard(r->cur);
-        if (r->spare) pool_put(r->spare);
-        record_release(r);
+        r->cur = r->spare = r->held = NULL;
+        if (r != me && atomic_load(&r->state) != REC_FREE) record_release(r);
     }
-    if (me) {
-        release_held(me, me->cur, 1); /* the parent's records: the parent writes them */
-        me->tid = (uint32_t)syscall(SYS_gettid);
-        if (keep) {
-            keep->tid = me->tid;
-            struct ftr_rec *pos = t->pos;
-            if (pos > keep->rec + keep->nrec) pos = keep->rec + keep->nrec;
-            keep->flushed = (size_t)(pos - keep->rec);
-        }
-    }
+    ftr_region_child_fork();
+    if (!me) return;
+    me->tid = (uint32_t)syscall(SYS_gettid);
+    set_window(t, chunk_get());
+    me->spare = chunk_get();
 }
 
 enum { SUM_LOST, SUM_LOST_CALLS, SUM_OVERRUNS };

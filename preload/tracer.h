@@ -5,6 +5,8 @@
  *   hooks.c         the hot path: entry and exit hooks (general registers only, no libc)
  *   threads.c       per-thread state, the chunk pool, hand-off of full chunks to the writer
  *                   (lock-free: a first hook may come in a handler that interrupted malloc)
+ *   names.c         threads' names, followed through the renaming calls (prctl, setname)
+ *   region.c        the memory chunks live in: a memfd of the process, shared (region.h)
  *   thread_start.c  pthread_create() wrapped: a thread is set up before its start routine;
  *                   clone() wrapped: a child sharing its creator's TLS is set aside
  *   retaddr.c       the book of real return addresses, kept by stack slot (retaddr.h)
@@ -302,6 +304,15 @@ static inline uint32_t ftr_getpid(void)
 {
     return (uint32_t)syscall(SYS_getpid);
 }
+/* This is the process tracing started in (ftr_g.pid), not a vfork child running on its memory.
+ * A getpid() that a sandbox's seccomp filter fails (-1) answers yes: a process that forbids
+ * itself getpid() was taken for another one, and its trace was never ended (ends.c sandbox-*);
+ * a vfork child of such a process has the filter too, and execs or _exits at once. */
+static inline int ftr_own_process(void)
+{
+    long pid = syscall(SYS_getpid);
+    return pid < 0 || (uint32_t)pid == ftr_g.pid;
+}
 static inline uint32_t ftr_getppid(void)
 {
     return (uint32_t)syscall(SYS_getppid);
@@ -366,7 +377,8 @@ struct ftr_thread {
     size_t stack_size;            /* the start wrapper's size hint (0: the default) */
     void *(*start_fn)(void *);    /* the program's start routine and argument */
     void *start_arg;
-    char name[16];
+    pthread_t pth; /* the thread's pthread_t: set by its creator, and at its setup */
+    char name[16]; /* as it was named last (names.c) */
 };
 
 /* First hook in a thread (reserved: NULL), or the start wrapper before the start routine
@@ -377,8 +389,14 @@ struct ftr_thread *ftr_thread_reserve(void) FTR_HIDDEN; /* NULL: not tracing (ye
  * signal blocked in them from their first instruction; detached or joinable) */
 int ftr_create_own_thread(pthread_t *th, int detached, void *(*fn)(void *), void *arg) FTR_HIDDEN;
 void ftr_thread_unreserve(struct ftr_thread *r) FTR_HIDDEN;
-void ftr_chunk_full_slow(void *unused) FTR_HIDDEN; /* current chunk is full */
-void ftr_thread_off(void) FTR_HIDDEN;              /* this thread stops recording */
+/* the record of a live (or reserved) thread, or NULL */
+struct ftr_thread *ftr_thread_of(pthread_t th) FTR_HIDDEN;
+/* names.c: threads' names, followed without asking the kernel on a hook's path */
+void ftr_names_init(void) FTR_HIDDEN;                    /* constructor: the main thread's */
+void ftr_name_for_new_thread(char name[16]) FTR_HIDDEN;  /* pthread_create(), in the creator */
+void ftr_name_at_setup(struct ftr_thread *r) FTR_HIDDEN; /* setup: unless its creator gave one */
+void ftr_chunk_full_slow(void *unused) FTR_HIDDEN;       /* current chunk is full */
+void ftr_thread_off(void) FTR_HIDDEN;                    /* this thread stops recording */
 /* This thread is out of tracing for a while, neither recording nor set up at a hook (our own
  * thread creation, whose glibc calls the program's calloc; a vfork, whose child runs on this
  * thread's TLS): @return its state, which ftr_thread_unpause() gives back. */
@@ -485,8 +503,9 @@ void ftr_settings_lock(int how) FTR_HIDDEN;
 void ftr_modules_lock(int how) FTR_HIDDEN;
 void ftr_writer_lock(int how) FTR_HIDDEN;
 /* Further descriptors of ours (/proc/PID/stat): *fd is guarded like the trace file's, and
- * updated (under the lock) when a dup2() onto it moves it. At most 4. */
+ * updated (under the lock) when a dup2() onto it moves it. At most 6. */
 void ftr_fd_protect(int *fd) FTR_HIDDEN;
+extern atomic_uint ftr_fd_moves FTR_HIDDEN; /* odd while one of ours is moved (region.c) */
 void ftr_fd_unprotect(int *fd) FTR_HIDDEN;
 
 /* init.c */

@@ -590,6 +590,17 @@ def check_churn(r):
     assert m and m.group(1) == "0", "--info: %s" % (m.group(0) if m else "no events line")
 
 
+def check_names(r):
+    """A sandbox that forbids prctl(PR_GET_NAME): the process lives, every call is traced, and
+    each thread has the name the program gave it last (--info's thread lines)."""
+    trees = r.trees()
+    want = {"worker": 1, "worker;work": 1, "worker;work;leaf": 3000}
+    assert sorted(map(show, trees)) == sorted(
+        [show({"main": 1, "main;names": 1}), show(want), show(want)]), [show(t) for t in trees]
+    names = re.findall(r"^    \d+ +(\S+) +\d+ chunks? of events", r.view("--info"), re.M)
+    assert sorted(names) == ["bthreads", "renamed-b", "self-2"], "thread names: %s" % names
+
+
 def check_own_malloc(r):
     """A program with its own allocator: below main (and the child's child_main) exactly the
     program's own calls; outside main, in the parent, only what gprof's start-up and exit code
@@ -804,6 +815,7 @@ CASES = {
     "threads-many": Case("bthreads.c", ["many"], exact(
         [{"main": 1, "main;many": 1}] + [worker_tree((i % 7 + 1) * 3) for i in range(50)])),
     "threads-churn": Case("bthreads.c", ["churn"], check_churn),
+    "threads-names": Case("bthreads.c", ["names"], check_names, env={"FTRACE_BUFSIZE": "4"}),
     "threads-detached": Case("bthreads.c", ["detached"], exact(
         [{"main": 1, "main;detached": 1}] + [worker_tree(5)] * 20)),
     "threads-exit": Case("bthreads.c", ["exit"], exact(

@@ -238,7 +238,7 @@ CASES = {
     "ends-thread": ("ends.c", ["thread"], check_ends_thread, "-pthread"),
     "ends-fpe": ("ends.c", ["fpe"], check_trees(ENDS_TREE, ENDS_OPEN), "-pthread"),
     **{"ends-" + m: ("ends.c", [m], check_trees(ENDS_TREE, ENDS_OPEN), "-pthread")
-       for m in ("pipe", "usr1", "xcpu", "rt")},
+       for m in ("pipe", "usr1", "xcpu", "rt", "sandbox-exit", "sandbox-usr1")},
     "ends-alarm": ("ends.c", ["alarm"], check_trees(
         [dict(ENDS_TREE[0], **{"main;work;deep;waiter": 1})],
         [["main", "work", "deep", "waiter"]]), "-pthread"),
@@ -326,7 +326,8 @@ HOW_ENDED = {"tree": "exit status 3", "ends-exit": "exit status 5", "ends-_exit"
              "ends-fpe": "killed by SIGFPE", "ends-texit": "exit status 7",
              "ends-pipe": "killed by SIGPIPE", "ends-alarm": "killed by SIGALRM",
              "ends-usr1": "killed by SIGUSR1", "ends-xcpu": "killed by SIGXCPU",
-             "ends-rt": "killed by SIGRTMIN+2"}
+             "ends-rt": "killed by SIGRTMIN+2", "ends-sandbox-exit": "exit status 8",
+             "ends-sandbox-usr1": "killed by SIGUSR1"}
 
 
 def run_case(flagset, opt, name, case, work, run_bin, report_bin):

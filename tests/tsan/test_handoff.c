@@ -95,6 +95,19 @@ void ftr_fd_unlock(void)
 {
     pthread_mutex_unlock(&fd_lock);
 }
+atomic_uint ftr_fd_moves;
+void ftr_name_at_setup(struct ftr_thread *r)
+{
+    (void)r;
+}
+void ftr_fd_protect(int *fd)
+{
+    (void)fd;
+}
+void ftr_fd_unprotect(int *fd)
+{
+    (void)fd;
+}
 void ftr_control_poll(void) {}
 void ftr_program_watch(void) {}
 int ftr_program_gone(int *leader_gone)

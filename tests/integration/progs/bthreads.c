@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 /* bthreads: thread life cycles. usage: bthreads MODE
  *   many      50 short-lived threads, 5 waves of 10 (created, then joined); thread i runs
  *             worker -> work -> leaf x (i%7+1)*3.   trees: main: main;many; thread i:
@@ -24,11 +25,23 @@
  *             the writer takes), and the summary must count exactly.
  *             trees: main {main, main;churn}; each thread {worker, worker;work,
  *             worker;work;leaf 100}
- * A second argument "nice" runs the mode under nice(5) first (a niced process whose main
+ *   names     a sandbox: a seccomp filter that kills the process on prctl(PR_GET_NAME) (the
+ *             program never asks a name), then 2 threads, each renamed (one by itself with
+ *             prctl(PR_SET_NAME) then pthread_setname_np, one by main with pthread_setname_np
+ *             after it started) and each calling worker(3000): with FTRACE_BUFSIZE=4 every
+ *             thread fills many chunks. The tracer asked each thread's name at every full chunk
+ *             and the process died of SIGSYS. trees: main {main, main;names}; each thread
+ *             {worker, worker;work, worker;work;leaf 3000}; names "self-2" and "renamed-b"
+ *             (--info), main's "bthreads"
+ runs the mode under nice(5) first (a niced process whose main
  * thread had exited never ended: the tracer read the nice value as its thread count).
  */
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stddef.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -180,6 +193,49 @@ NOINLINE int sysexit(void)
         syscall(SYS_exit, 0);
 }
 
+static sem_t named, go;
+NOTRACE static void *self_namer(void *arg)
+{
+    prctl(PR_SET_NAME, "self-1");
+    pthread_setname_np(pthread_self(), "self-2");
+    worker(arg);
+    return NULL;
+}
+NOTRACE static void *other_named(void *arg)
+{
+    sem_post(&named);
+    sem_wait(&go); /* main renamed it meanwhile */
+    worker(arg);
+    return NULL;
+}
+
+NOINLINE int names(void)
+{
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_prctl, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PR_GET_NAME, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+        return 5;
+    sem_init(&named, 0, 0);
+    sem_init(&go, 0, 0);
+    pthread_t a, b;
+    if (pthread_create(&a, NULL, self_namer, (void *)3000L)) return 4;
+    if (pthread_create(&b, NULL, other_named, (void *)3000L)) return 4;
+    sem_wait(&named);
+    if (pthread_setname_np(b, "renamed-b")) return 6;
+    sem_post(&go);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    printf("names: 2 threads\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -197,8 +253,10 @@ int main(int argc, char **argv)
         rc = mainexit();
     else if (!strcmp(mode, "sysexit"))
         rc = sysexit();
+    else if (!strcmp(mode, "names"))
+        rc = names();
     else
-        fprintf(stderr, "usage: bthreads many|detached|churn|exit|mainexit|sysexit\n");
+        fprintf(stderr, "usage: bthreads many|detached|churn|exit|mainexit|sysexit|names\n");
     KEEP(rc);
     return rc;
 }

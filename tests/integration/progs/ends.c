@@ -15,14 +15,25 @@
  *   pipe, alarm, usr1, xcpu, rt   main -> work -> deep, which dies of a signal at its default
  *           action: a write to a pipe with no reader (SIGPIPE), a timer of 5 ms while it waits
  *           (SIGALRM), raise(SIGUSR1), raise(SIGXCPU), raise(SIGRTMIN + 2)
+ *   sandbox-exit, sandbox-usr1   main -> work -> deep, which installs a seccomp filter under
+ *           which getpid() fails with EPERM (a sandbox's allowlist), then exit(8), or sends
+ *           itself SIGUSR1 (at its default action). The tracer took the process for another
+ *           one (a vfork child) and left the trace without its end; the SIGUSR1 it sends again
+ *           to die of it went nowhere, and the program ran on.
  * Every mode first prints a line, with how many signals' actions are not SIG_DFL (as the
  * program started: 0; the tracer's stand-ins for the default action read back as SIG_DFL),
  * and calls work() -> leaf() three times. */
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
 #include "progs.h"
@@ -70,6 +81,23 @@ NOINLINE void deep(const char *mode)
         struct itimerval it = {{0, 0}, {0, 5000}};
         setitimer(ITIMER_REAL, &it, NULL);
         waiter();
+    }
+    if (!strncmp(mode, "sandbox-", 8)) {
+        pid_t pid = getpid();
+        struct sock_filter f[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getpid, 0, 1),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+            prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+            exit(9);
+        if (!strcmp(mode, "sandbox-exit")) exit(8);
+        /* raise() would ask getpid() */
+        syscall(SYS_tgkill, pid, (pid_t)syscall(SYS_gettid), SIGUSR1);
+        exit(10); /* not reached: SIGUSR1 kills */
     }
     if (!strcmp(mode, "usr1")) raise(SIGUSR1);
     if (!strcmp(mode, "xcpu")) raise(SIGXCPU);

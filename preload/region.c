@@ -1,0 +1,190 @@
+/*
+ * region.c - the memory a process's records are written in (region.h says what and why).
+ *
+ * Chunk i lies at FTR_REGION_HDR + i * stride in the memfd. The file is sized once, for every
+ * chunk the process may ever have: a sparse file costs nothing until its pages are written,
+ * and a file that never grows needs no ftruncate() on a hook's path (where RLIMIT_FSIZE
+ * would answer it with SIGXFSZ). It is mapped in segments of `seg` chunks, each at the first
+ * call for one of its chunks: a segment mapped twice by a race keeps the first mapping.
+ *
+ * The memfd's number is the tracer's, kept out of the program's way by fdguard.c (above 512;
+ * close() spares it; dup2() onto it first moves it). A hook that maps a segment reads the
+ * number without the guard's lock (it may run inside a handler that interrupted the holder),
+ * so the guard counts its moves (ftr_fd_moves, odd while one is under way) and a mapping made
+ * while the count moved is dropped: it may be of the program's file now at that number.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "region.h"
+#include "tracer.h"
+
+#define SEGS_MAX 16384 /* segments; so at most SEGS_MAX * seg chunks */
+#define SEG_BYTES                                                                                  \
+    (2 * (260u << 10)) /* a segment: two chunks of the default size (256 KiB                       \
+                        * and a page for their headers) */
+#define FD_ABOVE 512   /* our descriptors' numbers start here (as the trace file's) */
+
+static int region_fd = -1;
+static struct ftr_region_hdr *hdr; /* the header page (anonymous: a stand-in) */
+static size_t chunk_bytes, stride, seg, max_chunks;
+static void *_Atomic segs[SEGS_MAX];
+static atomic_size_t segs_used; /* 1 + the highest segment mapped */
+
+static size_t page_round(size_t n)
+{
+    return (n + 4095) & ~(size_t)4095;
+}
+
+/* A memfd for max_chunks chunks, or -1 (anonymous segments then). The size stays within
+ * RLIMIT_FSIZE: beyond it the kernel sends SIGXFSZ. */
+static int make_memfd(void)
+{
+    int fd = (int)syscall(SYS_memfd_create, "ftrace-chunks", MFD_CLOEXEC);
+    if (fd < 0) return -1;
+    struct rlimit fs;
+    uint64_t want = FTR_REGION_HDR + (uint64_t)max_chunks * stride;
+    if (getrlimit(RLIMIT_FSIZE, &fs) == 0 && fs.rlim_cur != RLIM_INFINITY) {
+        uint64_t room = fs.rlim_cur > FTR_REGION_HDR ? (fs.rlim_cur - FTR_REGION_HDR) / stride : 0;
+        if (room < 4) { /* not even a thread's two chunks and a few more */
+            syscall(SYS_close, fd);
+            return -1;
+        }
+        if (room < max_chunks) max_chunks = room;
+        want = FTR_REGION_HDR + (uint64_t)max_chunks * stride;
+    }
+    if (ftruncate(fd, (off_t)want) != 0) {
+        syscall(SYS_close, fd);
+        return -1;
+    }
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, FD_ABOVE);
+    if (high >= 0) {
+        syscall(SYS_close, fd);
+        fd = high;
+    }
+    return fd;
+}
+
+/* The header page, from the memfd when there is one. @return 0, or -1 (no memory at all) */
+static int make_header(uint32_t pid)
+{
+    void *p = region_fd >= 0
+                  ? mmap(NULL, FTR_REGION_HDR, PROT_READ | PROT_WRITE, MAP_SHARED, region_fd, 0)
+                  : MAP_FAILED;
+    if (p == MAP_FAILED && region_fd >= 0) { /* unusable: anonymous, all of it */
+        syscall(SYS_close, region_fd);
+        region_fd = -1;
+    }
+    if (p == MAP_FAILED)
+        p = mmap(NULL, FTR_REGION_HDR, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return -1;
+    hdr = p;
+    hdr->pid = pid;
+    hdr->seg = (uint32_t)seg;
+    hdr->stride = stride;
+    hdr->bytes = chunk_bytes;
+    hdr->anon = region_fd < 0;
+    atomic_store((_Atomic uint32_t *)&hdr->nchunks, 0);
+    __atomic_store_n(&hdr->magic, FTR_REGION_MAGIC, __ATOMIC_RELEASE);
+    return 0;
+}
+
+int ftr_region_init(size_t bytes)
+{
+    chunk_bytes = bytes;
+    stride = page_round(bytes);
+    seg = stride >= SEG_BYTES ? 1 : SEG_BYTES / stride;
+    max_chunks = (size_t)SEGS_MAX * seg;
+    region_fd = make_memfd();
+    if (region_fd >= 0) ftr_fd_protect(&region_fd);
+    return make_header((uint32_t)ftr_getpid());
+}
+
+int ftr_region_fd(void)
+{
+    return region_fd;
+}
+
+/* Segment k mapped: from the memfd, validated against the descriptor guard's moves; or
+ * anonymous when the process has no memfd. @return its address, or NULL */
+static void *map_segment(size_t k)
+{
+    size_t len = seg * stride;
+    off_t off = (off_t)(FTR_REGION_HDR + k * len);
+    if (region_fd < 0) {
+        void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    for (int tries = 0; tries < 2; tries++) {
+        unsigned moves = atomic_load(&ftr_fd_moves);
+        if (moves & 1) return NULL; /* a move under way, maybe in the code we interrupted */
+        int fd = __atomic_load_n(&region_fd, __ATOMIC_ACQUIRE);
+        void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
+        if (p == MAP_FAILED) return NULL;
+        if (atomic_load(&ftr_fd_moves) == moves) return p;
+        munmap(p, len); /* the number may have been the program's file meanwhile */
+    }
+    return NULL;
+}
+
+void *ftr_region_chunk(uint32_t index)
+{
+    if (!hdr || index >= max_chunks) return NULL;
+    size_t k = index / seg;
+    void *s = atomic_load_explicit(&segs[k], memory_order_acquire);
+    if (!s) {
+        void *mine = map_segment(k), *none = NULL;
+        if (!mine) return NULL;
+        if (atomic_compare_exchange_strong(&segs[k], &none, mine)) {
+            s = mine;
+            size_t used = atomic_load(&segs_used);
+            while (used <= k && !atomic_compare_exchange_weak(&segs_used, &used, k + 1))
+                ;
+        } else { /* another thread (or a handler) mapped it first */
+            munmap(mine, seg * stride);
+            s = none;
+        }
+    }
+    /* for a reader of the region: the chunks that exist (they are made in index order, nearly) */
+    uint32_t n = atomic_load((_Atomic uint32_t *)&hdr->nchunks);
+    while (n <= index &&
+           !atomic_compare_exchange_weak((_Atomic uint32_t *)&hdr->nchunks, &n, index + 1))
+        ;
+    return (char *)s + (index % seg) * stride;
+}
+
+/* The parent's memory out of the child's address space: its segments are shared with the
+ * parent (the parent goes on writing them) and the child has no use for them. */
+static void forget_parent(void)
+{
+    for (size_t k = 0, n = atomic_load(&segs_used); k < n; k++) {
+        void *s = atomic_load(&segs[k]);
+        if (s) munmap(s, seg * stride);
+        atomic_store(&segs[k], NULL);
+    }
+    atomic_store(&segs_used, 0);
+    if (hdr) munmap(hdr, FTR_REGION_HDR);
+    hdr = NULL;
+    if (region_fd >= 0) {
+        ftr_fd_unprotect(&region_fd);
+        syscall(SYS_close, region_fd);
+        region_fd = -1;
+    }
+}
+
+int ftr_region_child_fork(void)
+{
+    if (!stride) return 0; /* never made: the process does not trace */
+    forget_parent();
+    max_chunks = (size_t)SEGS_MAX * seg;
+    region_fd = make_memfd();
+    if (region_fd >= 0) ftr_fd_protect(&region_fd);
+    if (make_header((uint32_t)ftr_getpid()) < 0) return -1;
+    return region_fd >= 0 ? 0 : -1;
+}
