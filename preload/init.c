@@ -375,6 +375,7 @@ void ftr_resume(void)
     memset(&end_info, 0, sizeof end_info);
     if (ftr_writer_start(err, sizeof err) < 0) {
         ftr_msg("%s; tracing stops", err);
+        ftr_output_release();
         return;
     }
     ftr_stw_ignore((int)ftr_writer_tid);
@@ -434,13 +435,17 @@ void ftr_child_after_fork(void)
     ftr_threads_child_fork();
     int tracing = ftr_g.ready && !atomic_load(&ended);
     ftr_control_child_fork(0);
-    if (!tracing) return;
+    if (!tracing) {
+        ftr_output_fork_child(0);
+        return;
+    }
     /* the parent is the process that forked: its pid now, not getppid() later (by then the
      * parent may have exited, and the child been given to init) */
     ftr_process.ppid = ftr_g.pid;
     ftr_g.pid = ftr_getpid();
     ftr_process.pid = ftr_g.pid;
-    start_clocks(0); /* the parent's TSC calibration stands */
+    ftr_output_fork_child(1); /* its own lock, not its parent's */
+    start_clocks(0);          /* the parent's TSC calibration stands */
     ftr_process.start_realtime_ns = ftr_g.start_ns;
     ftr_process.start_tsc = ftr_g.start_tsc;
     ftr_is_root = 0;
@@ -452,6 +457,7 @@ void ftr_child_after_fork(void)
     if (ftr_writer_start(err, sizeof err) < 0) {
         atomic_store(&ftr_hot.recording, 0);
         atomic_store(&ended, 1);
+        ftr_output_release();
         return;
     }
     ftr_stw_ignore((int)ftr_writer_tid);
@@ -742,35 +748,6 @@ static void install_fatal_handlers(void)
         install_fatal_handler(sig);
 }
 
-/* The root process of a session creates the file and writes its header; every other process
- * of the session (fork children have the file already; exec'd images and spawned children
- * find FTRACE_SESSION in their environment) appends to it. Every write is a whole number of
- * chunks in one write() on an O_APPEND descriptor, so processes never interleave inside a
- * chunk. */
-static int open_output(void)
-{
-    int flags = O_WRONLY | O_APPEND | O_CLOEXEC | (ftr_is_root ? O_CREAT | O_TRUNC : O_CREAT);
-    int fd = open(ftr_cfg.output, flags, 0644);
-    if (fd < 0) return -1;
-    /* out of the way of the program's own descriptor numbers */
-    int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
-    if (high >= 0) {
-        close(fd);
-        fd = high;
-    }
-    if (ftr_is_root) {
-        struct ftr_buf hdr = {0};
-        int ok =
-            ftr_enc_file_header(&hdr) == FTR_OK && write(fd, hdr.data, hdr.len) == (ssize_t)hdr.len;
-        ftr_buf_free(&hdr);
-        if (!ok) {
-            close(fd);
-            return -1;
-        }
-    }
-    return fd;
-}
-
 /* Every program the session runs loads us, most of them uninstrumented (a shell, `true`, the
  * tools a build runs): the sites are looked for first, and such a child of the session leaves
  * with nothing more done than the wrappers need (no /proc reads, no cpuid, no file, no
@@ -815,7 +792,7 @@ __attribute__((constructor)) static void ftr_init(void)
         return;
     }
     ftr_libcalls_init();
-    ftr_g.fd = open_output();
+    ftr_g.fd = ftr_output_open();
     if (ftr_g.fd < 0) {
         ftr_msg("cannot write %s: %s; running untraced", ftr_cfg.output, strerror(errno));
         return;
@@ -833,6 +810,7 @@ __attribute__((constructor)) static void ftr_init(void)
         }
         return; /* the file stays, with its header, for instrumented children */
     }
+    ftr_output_lock(); /* from here on, this process writes the file (output.c) */
     /* before the writer thread exists: registering for membarrier in a single-threaded process
      * is immediate, later it waits for an RCU grace period (~15 ms) */
     char bperr[256] = "";
@@ -840,6 +818,7 @@ __attribute__((constructor)) static void ftr_init(void)
     if (install_signals(err, sizeof err) < 0 || ftr_threads_init() < 0 ||
         ftr_writer_start(err, sizeof err) < 0) {
         ftr_msg("%s; running untraced", err);
+        ftr_output_release(); /* nothing will be written */
         return;
     }
     if (bperr[0] && ftr_cfg.verbose) ftr_msg("%s", bperr);

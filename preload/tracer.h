@@ -509,6 +509,15 @@ void ftr_orphan_exit(void) FTR_HIDDEN __attribute__((noreturn));
 void ftr_child_after_fork(void) FTR_HIDDEN; /* a fork child traces on, as its own process */
 extern int ftr_is_root FTR_HIDDEN;          /* this process created the trace file */
 
+/* output.c: the trace file's descriptor (ftr_g.fd) and the lock that says this process writes
+ * it: opened (@return the descriptor, or -1 with errno), locked before the writer starts, made
+ * the fork child's own (or let go when the child will not write), released after the END of
+ * an image that did not exec */
+int ftr_output_open(void) FTR_HIDDEN;
+void ftr_output_lock(void) FTR_HIDDEN;
+void ftr_output_fork_child(int tracing) FTR_HIDDEN;
+void ftr_output_release(void) FTR_HIDDEN;
+
 /* process.c: the environment every child and exec'd image must carry */
 void ftr_env_snapshot(void) FTR_HIDDEN;
 /* process.c, for vfork_x86_64.S (which pauses the calling thread across vfork()) */

@@ -96,6 +96,8 @@ void ftr_fd_unlock(void)
     pthread_mutex_unlock(&fd_lock);
 }
 void ftr_control_poll(void) {}
+void ftr_output_lock(void) {}
+void ftr_output_release(void) {}
 void ftr_program_watch(void) {}
 int ftr_program_gone(int *leader_gone)
 {
