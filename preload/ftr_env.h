@@ -70,6 +70,10 @@ static inline const char *ftr_env_help(enum ftr_env_id id)
  * processes it starts see the environment of an untraced run (process.c). */
 #define FTR_ENV_RUNTIME_PRELOAD "FTRACE_RUNTIME_PRELOAD"
 
+/* Not a setting either: the summary line's totals so far, which the exec wrappers add to a new
+ * image's environment for it alone, and its constructor takes out again (summary.c). */
+#define FTR_ENV_CARRY "FTRACE_SUMMARY_CARRY"
+
 /* ---- the control channel (ftrace-ctl <-> libftrace.so) ----
  * Every traced process listens, from its start, on a Unix stream socket at
  * ftr_ctl_socket_path(): a directory only its owner can enter, plus the peer's credentials

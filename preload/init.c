@@ -163,7 +163,7 @@ static void start_clocks(int calibration_base)
  * which checks at boot that every CPU's TSC agrees and watches it after, still offers it as a
  * clocksource. Otherwise timestamps are CLOCK_MONOTONIC nanoseconds (slower, but right: a
  * system call per event where the kernel's vDSO cannot read the clock either), said in the
- * run's one summary line (clock_note), not by every process of the run that starts.
+ * run's one summary line (summary.c), not by every process of the run that starts.
  * FTRACE_CLOCK=tsc|mono decides instead. A fork child keeps its parent's clock. */
 static void choose_clock(void)
 {
@@ -198,76 +198,6 @@ static void choose_clock(void)
     start_clocks(1);
 }
 
-/* "; timed with CLOCK_MONOTONIC (...)" when the clock was chosen for want of a TSC to trust */
-static const char *clock_note(void)
-{
-    unsigned check = ftr_process.clock_check;
-    if (!ftr_hot.clock_mono || !(check & FTR_CLOCK_CHECKED) || (check & FTR_CLOCK_FORCED))
-        return "";
-    return !(check & FTR_CLOCK_INVARIANT)
-               ? "; timed with CLOCK_MONOTONIC, slower: the CPU does not say its TSC is invariant"
-               : "; timed with CLOCK_MONOTONIC, slower: the kernel does not offer the TSC as a "
-                 "clocksource";
-}
-
-static void print_summary(void)
-{
-    int failed = ftr_writer_failed();
-    uint64_t lost = ftr_writer_end_lost(), lost_calls = ftr_writer_end_lost_calls();
-    /* One line for the run: the session's first process says it (each image of it that
-     * recorded, at its end or exec); a fork child or another program it started says only that
-     * its writing failed. When the first image is not instrumented (a shell: owner 0), every
-     * process that recorded says its own. */
-    uint32_t owner = (uint32_t)ftr_process.session_id;
-    int mine = owner == (uint32_t)ftr_g.pid, wrote = ftr_writer_bytes() != 0;
-    if (!failed && !(mine && (ftr_is_root || wrote)) && !(owner == 0 && wrote)) return;
-    char skipped[384] = "", names[300]; /* "; N functions could not be traced: a, b, see --info" */
-    if (ftr_g.skipped) {
-        ftr_modules_skipped_names(names, sizeof names);
-        unsigned long long n = (unsigned long long)ftr_g.skipped;
-        snprintf(skipped, sizeof skipped, "; %llu function%s could not be traced: %s%ssee --info",
-                 n, n == 1 ? "" : "s", names, names[0] ? ", " : "");
-    }
-    char deep[256] = ""; /* calls run unhooked: a shadow stack was full, or the book */
-    unsigned long long over = (unsigned long long)ftr_overrun_calls();
-    unsigned long long book = (unsigned long long)atomic_load(&ftr_ret_full);
-    unsigned long long sw = (unsigned long long)atomic_load(&ftr_switch_missed);
-    unsigned long long held = (unsigned long long)atomic_load(&ftr_ret_held);
-    if (book > over) book = over;
-    if (sw > over - book) sw = over - book;
-    if (held > over - book - sw) held = over - book - sw;
-    int n = 0;
-    if (over > book + sw + held)
-        n = snprintf(deep, sizeof deep,
-                     ", %llu call%s not traced (the shadow stack was full: FTRACE_SHADOW_DEPTH)",
-                     over - book - sw - held, over - book - sw - held == 1 ? "" : "s");
-    if (held && n >= 0 && (size_t)n < sizeof deep)
-        n += snprintf(deep + n, sizeof deep - (size_t)n,
-                      ", %llu call%s not traced (a suspended frame's copy holds its slot)", held,
-                      held == 1 ? "" : "s");
-    if (book && n >= 0 && (size_t)n < sizeof deep)
-        n += snprintf(deep + n, sizeof deep - (size_t)n,
-                      ", %llu call%s not traced (no room left for return addresses)", book,
-                      book == 1 ? "" : "s");
-    if (sw && n >= 0 && (size_t)n < sizeof deep)
-        snprintf(deep + n, sizeof deep - (size_t)n,
-                 ", %llu call%s not traced (a signal handler during a coroutine switch)", sw,
-                 sw == 1 ? "" : "s");
-    if (failed)
-        ftr_msg("writing %s failed (%s): %llu bytes of trace lost%s", ftr_cfg.output,
-                strerror(failed), (unsigned long long)ftr_writer_dropped(), skipped);
-    else {                       /* under -q, ftr_msg says nothing */
-        char lost_note[96] = ""; /* ", N events lost (M calls)" */
-        if (lost)
-            snprintf(lost_note, sizeof lost_note, ", %llu event%s lost (%llu call%s)",
-                     (unsigned long long)lost, lost == 1 ? "" : "s", (unsigned long long)lost_calls,
-                     lost_calls == 1 ? "" : "s");
-        ftr_msg("%llu calls traced into %s (%.1f KiB)%s%s%s%s",
-                (unsigned long long)ftr_writer_calls(), ftr_cfg.output,
-                (double)ftr_writer_bytes() / 1024.0, lost_note, deep, skipped, clock_note());
-    }
-}
-
 static void fill_end(uint32_t how, int code)
 {
     end_info.tsc = ftr_rdtsc();
@@ -290,7 +220,7 @@ int ftr_finish(uint32_t how, int code)
     fill_end(how, code);
     ftr_control_cleanup();
     ftr_writer_stop(&end_info);
-    print_summary(); /* at an exec too: the new image may record nothing, or fail to start */
+    if (how != FTR_END_EXEC) ftr_summary_print(); /* at an exec: process.c, summary.c */
     return 1;
 }
 
@@ -361,7 +291,7 @@ const struct ftr_end_info *ftr_end_orphaned(void)
  * the exit code of its last thread, which glibc's threads leave with 0. */
 void ftr_orphan_exit(void)
 {
-    print_summary();
+    ftr_summary_print();
     if (ftr_main_pthread_exited) exit(0);
     for (;;)
         syscall(SYS_exit_group, 0);
@@ -371,6 +301,7 @@ void ftr_orphan_exit(void)
 void ftr_resume(void)
 {
     char err[256];
+    ftr_summary_resume();
     ftr_writer_reset(0);
     memset(&end_info, 0, sizeof end_info);
     if (ftr_writer_start(err, sizeof err) < 0) {
@@ -600,7 +531,7 @@ static void finish_fast(uint32_t how, int code)
     fill_end(how, code);
     ftr_control_cleanup_fast();
     ftr_writer_stop_from_signal(&end_info); /* the writer counts what was lost itself */
-    print_summary();
+    ftr_summary_print();
 }
 
 __attribute__((visibility("default"), noreturn)) void _exit(int status)
@@ -752,7 +683,7 @@ static void install_fatal_handlers(void)
  * tools a build runs): the sites are looked for first, and such a child of the session leaves
  * with nothing more done than the wrappers need (no /proc reads, no cpuid, no file, no
  * thread). */
-__attribute__((constructor)) static void ftr_init(void)
+static void start(void)
 {
     char err[512];
     ftr_libunwind_resolve(); /* first: its wrappers forward whether we trace or not */
@@ -835,4 +766,11 @@ __attribute__((constructor)) static void ftr_init(void)
     else
         ftr_values_say_unmatched();
     ftr_control_start();
+}
+
+__attribute__((constructor)) static void ftr_init(void)
+{
+    ftr_summary_take_carried();
+    start();
+    if (!ftr_g.ready) ftr_summary_untraced(); /* a chain of images that ends here */
 }

@@ -8,6 +8,8 @@
  *    and the session in its environment even when the program passes an environment of its
  *    own making: the wrappers add LD_PRELOAD and every FTRACE_* variable the session started
  *    with, where the program's environment lacks them (the program's own values win).
+ *    An image that execs also hands its summary line's totals on (summary.c) when the new
+ *    image will load us (loads_preload).
  *  - posix_spawn*(): the environment, likewise. (glibc's system() and popen() use environ,
  *    which already carries it.)
  *  - vfork(): the child shares our memory; ftr_finish() recognises it by its pid and does
@@ -28,6 +30,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <elf.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -103,9 +106,10 @@ static int has_name(char *const env[], const char *entry)
     return 0;
 }
 
-/* Fills out (room for count(env) + FTR_ENV__COUNT + 2 pointers) with env plus what the session
- * needs; ld is scratch for a rewritten LD_PRELOAD entry. No allocation (vfork children). */
-static char **session_envp(char *const env[], char **out, char *ld, size_t ldlen)
+/* Fills out (room for count(env) + FTR_ENV__COUNT + 3 pointers) with env plus what the session
+ * needs, then carry (the summary's FTR_ENV_CARRY entry, or NULL); ld is scratch for a
+ * rewritten LD_PRELOAD entry. No allocation (vfork children). */
+static char **session_envp(char *const env[], char **out, char *ld, size_t ldlen, const char *carry)
 {
     size_t n = 0;
     int have_ld = 0;
@@ -127,25 +131,93 @@ static char **session_envp(char *const env[], char **out, char *ld, size_t ldlen
     }
     for (size_t i = 0; i < n_session_env; i++)
         if (!has_name(env, session_env[i])) out[n++] = session_env[i];
+    if (carry && !has_name(env, carry)) out[n++] = (char *)carry;
     out[n] = NULL;
     return out;
 }
 
-#define SESSION_ENVP(env, name)                                                                    \
-    char *name##_v[count(env) + FTR_ENV__COUNT + 2];                                               \
+#define SESSION_ENVP(env, name, carry)                                                             \
+    char *name##_v[count(env) + FTR_ENV__COUNT + 3];                                               \
     char name##_ld[PATH_MAX + 4096];                                                               \
-    char **name = session_envp(env, name##_v, name##_ld, sizeof name##_ld)
+    char **name = session_envp(env, name##_v, name##_ld, sizeof name##_ld, carry)
 
-/* Runs an exec: flush this image's trace first, resume it if the exec fails. */
-#define DO_EXEC(call)                                                                              \
+/* Runs an exec: flush this image's trace first, resume it if the exec fails. The new image's
+ * environment is made after the flush: it carries the summary line's totals (summary.c) when
+ * the file at dirfd/path (or the open fd) will load us. */
+#define DO_EXEC(envp, env, dirfd, path, fd, call)                                                  \
     do {                                                                                           \
         int finished_ = ftr_finish(FTR_END_EXEC, 0);                                               \
+        const char *carry_ = finished_ ? ftr_summary_exec(loads_preload(dirfd, path, fd)) : NULL;  \
+        SESSION_ENVP(envp, env, carry_);                                                           \
         int rc_ = (call);                                                                          \
         int errno_ = errno;                                                                        \
         if (finished_) ftr_resume();                                                               \
         errno = errno_;                                                                            \
         return rc_;                                                                                \
     } while (0)
+
+/* Will the file exec'd load this preload, so that the next image says the summary line? Not
+ * a static or 32-bit program, nor a set-user-ID one that the dynamic linker runs securely
+ * (it ignores LD_PRELOAD then); a script, as its interpreter would (the kernel follows 4 of
+ * them). Unknown or unreadable: yes (the exec fails, or a shell runs it, or it is an
+ * executable we may not read: most are dynamic). The descriptor is opened under the
+ * descriptor lock, so that no dup2() of the program's (fdguard.c) lands on its number
+ * meanwhile. */
+static int loads_preload_at(int dirfd, const char *path, int fd, int depth)
+{
+    unsigned char buf[512];
+    struct stat st;
+    ssize_t n = -1;
+    int own = -1, ok = 1;
+    ftr_fd_lock();
+    if (fd < 0 && path) fd = own = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && fstat(fd, &st) == 0) n = pread(fd, buf, sizeof buf - 1, 0);
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)buf;
+    if (n >= (ssize_t)sizeof *eh && !memcmp(buf, ELFMAG, SELFMAG)) {
+        ok = eh->e_ident[EI_CLASS] == ELFCLASS64 && eh->e_machine == EM_X86_64 &&
+             !(st.st_mode & S_ISUID && st.st_uid != getuid()) &&
+             !(st.st_mode & S_ISGID && st.st_gid != getgid());
+        Elf64_Phdr ph[64];
+        size_t np = eh->e_phnum < 64 ? eh->e_phnum : 64, k = 0;
+        if (ok && eh->e_phentsize == sizeof *ph &&
+            pread(fd, ph, np * sizeof *ph, (off_t)eh->e_phoff) == (ssize_t)(np * sizeof *ph))
+            while (k < np && ph[k].p_type != PT_INTERP)
+                k++;
+        ok = ok && k < np; /* dynamically linked: the dynamic linker loads LD_PRELOAD */
+    }
+    if (own >= 0) close(own);
+    ftr_fd_unlock();
+    if (n > 2 && buf[0] == '#' && buf[1] == '!' && depth < 4) {
+        buf[n] = 0;
+        char *interp = (char *)buf + 2 + strspn((char *)buf + 2, " \t");
+        interp[strcspn(interp, " \t\n")] = 0;
+        if (*interp) ok = loads_preload_at(AT_FDCWD, interp, -1, depth + 1);
+    }
+    return ok;
+}
+
+static int loads_preload(int dirfd, const char *path, int fd)
+{
+    return loads_preload_at(dirfd, path, fd, 0);
+}
+
+/* The file execvpe() will run, as it searches PATH (or NULL: the name has a slash, or is not
+ * found; the exec then fails, or it is the name itself). */
+static const char *search_path(const char *file, char *buf, size_t len)
+{
+    if (!file || !*file || strchr(file, '/')) return file;
+    const char *p = getenv("PATH");
+    if (!p) p = "/bin:/usr/bin";
+    for (const char *dir = p;; dir++) {
+        size_t dl = strcspn(dir, ":");
+        struct stat st;
+        if (snprintf(buf, len, "%.*s/%s", dl ? (int)dl : 1, dl ? dir : ".", file) < (int)len &&
+            access(buf, X_OK) == 0 && stat(buf, &st) == 0 && S_ISREG(st.st_mode))
+            return buf;
+        dir += dl;
+        if (!*dir) return NULL;
+    }
+}
 
 static int missing(void)
 {
@@ -155,26 +227,28 @@ static int missing(void)
 
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-    SESSION_ENVP(envp, env);
-    DO_EXEC(real_execve ? real_execve(path, argv, env) : missing());
+    DO_EXEC(envp, env, AT_FDCWD, path, -1, real_execve ? real_execve(path, argv, env) : missing());
 }
 
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-    SESSION_ENVP(envp, env);
-    DO_EXEC(real_execvpe ? real_execvpe(file, argv, env) : missing());
+    char found[PATH_MAX];
+    DO_EXEC(envp, env, AT_FDCWD, search_path(file, found, sizeof found), -1,
+            real_execvpe ? real_execvpe(file, argv, env) : missing());
 }
 
 EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-    SESSION_ENVP(envp, env);
-    DO_EXEC(real_fexecve ? real_fexecve(fd, argv, env) : missing());
+    DO_EXEC(envp, env, AT_FDCWD, NULL, fd, real_fexecve ? real_fexecve(fd, argv, env) : missing());
 }
 
 EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
-    SESSION_ENVP(envp, env);
-    DO_EXEC(real_execveat ? real_execveat(dirfd, path, argv, env, flags) : missing());
+    const char *name = path;
+    __asm__("" : "+r"(name)); /* declared nonnull, but a NULL is the kernel's EFAULT, not ours */
+    int empty = (flags & AT_EMPTY_PATH) && name && !*name;
+    DO_EXEC(envp, env, dirfd, empty ? NULL : path, empty ? dirfd : -1,
+            real_execveat ? real_execveat(dirfd, path, argv, env, flags) : missing());
 }
 
 EXPORT int execv(const char *path, char *const argv[])
@@ -224,7 +298,7 @@ EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_acti
                        const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
     if (!real_posix_spawn) return ENOSYS;
-    SESSION_ENVP(envp, env);
+    SESSION_ENVP(envp, env, NULL);
     return real_posix_spawn(pid, path, fa, attr, argv, env);
 }
 
@@ -232,7 +306,7 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
                         const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
     if (!real_posix_spawnp) return ENOSYS;
-    SESSION_ENVP(envp, env);
+    SESSION_ENVP(envp, env, NULL);
     return real_posix_spawnp(pid, file, fa, attr, argv, env);
 }
 

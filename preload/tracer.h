@@ -518,6 +518,16 @@ void ftr_output_lock(void) FTR_HIDDEN;
 void ftr_output_fork_child(int tracing) FTR_HIDDEN;
 void ftr_output_release(void) FTR_HIDDEN;
 
+/* summary.c: the run's one summary line. _print at an image's end (not an exec's); at an exec,
+ * _exec: NULL (printed now, or not this image's to print), or the FTR_ENV_CARRY entry for the
+ * new environment when the next image will load us (next_loads); _resume when that exec failed;
+ * _take_carried in the constructor, first; _untraced at its end when this image does not trace. */
+void ftr_summary_print(void) FTR_HIDDEN;
+const char *ftr_summary_exec(int next_loads) FTR_HIDDEN;
+void ftr_summary_resume(void) FTR_HIDDEN;
+void ftr_summary_take_carried(void) FTR_HIDDEN;
+void ftr_summary_untraced(void) FTR_HIDDEN;
+
 /* process.c: the environment every child and exec'd image must carry */
 void ftr_env_snapshot(void) FTR_HIDDEN;
 /* process.c, for vfork_x86_64.S (which pauses the calling thread across vfork()) */
