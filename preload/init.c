@@ -772,5 +772,6 @@ __attribute__((constructor)) static void ftr_init(void)
 {
     ftr_summary_take_carried();
     start();
+    ftr_env_restore(); /* every FTRACE_* variable read: the environment the program was given */
     if (!ftr_g.ready) ftr_summary_untraced(); /* a chain of images that ends here */
 }

@@ -8,10 +8,15 @@
  *    and the session in its environment even when the program passes an environment of its
  *    own making: the wrappers add LD_PRELOAD and every FTRACE_* variable the session started
  *    with, where the program's environment lacks them (the program's own values win).
- *    An image that execs also hands its summary line's totals on (summary.c) when the new
- *    image will load us (loads_preload).
- *  - posix_spawn*(): the environment, likewise. (glibc's system() and popen() use environ,
- *    which already carries it.)
+ *    The new image must also see the environment the program gave it, not ours: the wrappers
+ *    name what they added in FTR_ENV_ADDED, and the new image's constructor takes exactly that
+ *    out again (ftr_env_restore), after reading its settings; its own exec*() and spawn*()
+ *    still add them, from the values saved at its start. An image that execs also hands its
+ *    summary line's totals on (summary.c) when the new image will load us (loads_preload).
+ *  - posix_spawn*(): the environment, likewise. glibc's system() and popen() spawn with environ
+ *    from inside the C library, past these wrappers: they start traced children where environ
+ *    carries LD_PRELOAD (a program given the session's environment, as most are), and untraced
+ *    ones in a process whose environ was restored to one its parent made without it.
  *  - vfork(): the child shares our memory; ftr_finish() recognises it by its pid and does
  *    nothing, and the wrappers only build the new environment, on the stack. vfork() itself is
  *    wrapped (vfork_x86_64.S): the calling thread does not trace across it, so the child's
@@ -90,6 +95,33 @@ void ftr_env_snapshot(void)
     real_posix_spawnp = (spawn_fn)dlsym(RTLD_NEXT, "posix_spawnp");
 }
 
+/* LD_PRELOAD as the parent gave it: ours was put first ("ours:theirs", or "ours" for an empty
+ * one). Edited in place, so that the entry keeps its place among the others. */
+static void strip_first_preload(void)
+{
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "LD_PRELOAD=", 11) != 0) continue;
+        char *v = *e + 11, *rest = v + strcspn(v, ": ");
+        memmove(v, *rest ? rest + 1 : rest, strlen(*rest ? rest + 1 : rest) + 1);
+        return;
+    }
+}
+
+void ftr_env_restore(void)
+{
+    const char *v = getenv(FTR_ENV_ADDED);
+    char names[64 + FTR_ENV__COUNT * 32];
+    if (!v) return;
+    snprintf(names, sizeof names, "%s", v);
+    unsetenv(FTR_ENV_ADDED);
+    for (char *sv, *name = strtok_r(names, ",", &sv); name; name = strtok_r(NULL, ",", &sv)) {
+        if (!strcmp(name, "LD_PRELOAD+"))
+            strip_first_preload();
+        else if (!strcmp(name, "LD_PRELOAD") || !strncmp(name, "FTRACE_", 7))
+            unsetenv(name); /* nothing else: the marker names only what the wrapper adds */
+    }
+}
+
 static size_t count(char *const v[])
 {
     size_t n = 0;
@@ -106,13 +138,24 @@ static int has_name(char *const env[], const char *entry)
     return 0;
 }
 
-/* Fills out (room for count(env) + FTR_ENV__COUNT + 3 pointers) with env plus what the session
- * needs, then carry (the summary's FTR_ENV_CARRY entry, or NULL); ld is scratch for a
- * rewritten LD_PRELOAD entry. No allocation (vfork children). */
-static char **session_envp(char *const env[], char **out, char *ld, size_t ldlen, const char *carry)
+/* Appends ",name" (the first without the comma) to the FTR_ENV_ADDED entry being built. */
+static void note_added(char *added, size_t len, const char *entry, size_t namelen, const char *tail)
+{
+    size_t at = strlen(added);
+    int first = added[at - 1] == '=';
+    snprintf(added + at, len - at, "%s%.*s%s", first ? "" : ",", (int)namelen, entry, tail);
+}
+
+/* Fills out (room for count(env) + FTR_ENV__COUNT + 4 pointers) with env plus what the session
+ * needs, then carry (the summary's FTR_ENV_CARRY entry, or NULL), then the FTR_ENV_ADDED entry
+ * naming what was added, if anything was; ld and added are scratch for the rewritten
+ * LD_PRELOAD entry and that one. No allocation (vfork children). */
+static char **session_envp(char *const env[], char **out, char *ld, size_t ldlen, char *added,
+                           size_t addedlen, const char *carry)
 {
     size_t n = 0;
     int have_ld = 0;
+    snprintf(added, addedlen, "%s=", FTR_ENV_ADDED);
     for (size_t i = 0; env && env[i]; i++) {
         if (strncmp(env[i], "LD_PRELOAD=", 11) == 0 && preload_lib[0]) {
             have_ld = 1;
@@ -120,6 +163,7 @@ static char **session_envp(char *const env[], char **out, char *ld, size_t ldlen
                 snprintf(ld, ldlen, "LD_PRELOAD=%s%s%s", preload_lib, env[i][11] ? ":" : "",
                          env[i] + 11);
                 out[n++] = ld;
+                note_added(added, addedlen, "LD_PRELOAD", 10, "+");
                 continue;
             }
         }
@@ -128,18 +172,25 @@ static char **session_envp(char *const env[], char **out, char *ld, size_t ldlen
     if (!have_ld && preload_lib[0]) {
         snprintf(ld, ldlen, "LD_PRELOAD=%s", preload_lib);
         out[n++] = ld;
+        note_added(added, addedlen, "LD_PRELOAD", 10, "");
     }
     for (size_t i = 0; i < n_session_env; i++)
-        if (!has_name(env, session_env[i])) out[n++] = session_env[i];
+        if (!has_name(env, session_env[i])) {
+            out[n++] = session_env[i];
+            note_added(added, addedlen, session_env[i], strcspn(session_env[i], "="), "");
+        }
     if (carry && !has_name(env, carry)) out[n++] = (char *)carry;
+    if (added[strlen(added) - 1] != '=' && !has_name(env, added)) out[n++] = added;
     out[n] = NULL;
     return out;
 }
 
 #define SESSION_ENVP(env, name, carry)                                                             \
-    char *name##_v[count(env) + FTR_ENV__COUNT + 3];                                               \
+    char *name##_v[count(env) + FTR_ENV__COUNT + 4];                                               \
     char name##_ld[PATH_MAX + 4096];                                                               \
-    char **name = session_envp(env, name##_v, name##_ld, sizeof name##_ld, carry)
+    char name##_added[64 + FTR_ENV__COUNT * 32];                                                   \
+    char **name = session_envp(env, name##_v, name##_ld, sizeof name##_ld, name##_added,           \
+                               sizeof name##_added, carry)
 
 /* Runs an exec: flush this image's trace first, resume it if the exec fails. The new image's
  * environment is made after the flush: it carries the summary line's totals (summary.c) when

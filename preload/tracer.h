@@ -528,8 +528,10 @@ void ftr_summary_resume(void) FTR_HIDDEN;
 void ftr_summary_take_carried(void) FTR_HIDDEN;
 void ftr_summary_untraced(void) FTR_HIDDEN;
 
-/* process.c: the environment every child and exec'd image must carry */
+/* process.c: the environment every child and exec'd image must carry; _restore, at the end of
+ * the constructor: takes out what an exec or spawn wrapper added (FTR_ENV_ADDED) */
 void ftr_env_snapshot(void) FTR_HIDDEN;
+void ftr_env_restore(void) FTR_HIDDEN;
 /* process.c, for vfork_x86_64.S (which pauses the calling thread across vfork()) */
 void ftr_vfork_errno(int e) FTR_HIDDEN;
 
