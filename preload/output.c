@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -61,10 +62,12 @@ void ftr_output_lock(void)
 /* In a fork child, while it is one thread. Through /proc/self/fd, the file the parent writes
  * even if it was renamed or removed since. If that fails, the child writes through the
  * inherited description, unlocked, and its parent's lock lives as long as the child: the
- * report then says a process is still writing, which is true. A child that will not write
- * (tracing) only lets the inherited description go. */
+ * report then says a process is still writing, which is true. Only a regular file is opened
+ * again: opening a FIFO for writing waits for a reader (and a pipe has no lock to keep). A
+ * child that will not write (tracing) only lets the inherited description go. */
 void ftr_output_fork_child(int tracing)
 {
+    struct stat st;
     if (ftr_g.fd < 0) return;
     if (!tracing) {
         int fd = ftr_g.fd;
@@ -72,6 +75,7 @@ void ftr_output_fork_child(int tracing)
         close(fd);
         return;
     }
+    if (fstat(ftr_g.fd, &st) != 0 || !S_ISREG(st.st_mode)) return;
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", ftr_g.fd);
     int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
