@@ -39,12 +39,12 @@ struct totals {
 static struct totals carried; /* the images before this one in the process */
 static int have_carried;
 static uint32_t carried_pid; /* a fork child's copy of them is its parent's */
+static char carry_env[512];  /* FTR_ENV_CARRY=..., for the next image */
 
 static int carrying(void)
 {
     return have_carried && carried_pid == ftr_g.pid;
 }
-static char carry_env[512]; /* FTR_ENV_CARRY=..., for the next image */
 
 static const char *const clock_notes[] = {
     "", "; timed with CLOCK_MONOTONIC, slower: the CPU does not say its TSC is invariant",
