@@ -48,6 +48,7 @@ enum {
     OPT_COLOR,
     OPT_NO_PAGER,
     OPT_TITLE,
+    OPT_WAIT,
 };
 
 static const struct option options[] = {
@@ -78,6 +79,7 @@ static const struct option options[] = {
     {"colour", required_argument, NULL, OPT_COLOR},
     {"no-pager", no_argument, NULL, OPT_NO_PAGER},
     {"title", required_argument, NULL, OPT_TITLE},
+    {"wait", no_argument, NULL, OPT_WAIT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -130,6 +132,9 @@ static void usage(void)
           "  --color=WHEN          colours: auto (default: on a terminal, unless NO_COLOR is\n"
           "                        set), always, never\n"
           "  --no-pager            do not page the output on a terminal (else: $PAGER or less)\n"
+          "  --wait                first wait until no process of the traced program writes\n"
+          "                        FILE any more (a daemon may go on after ftrace-run returned;\n"
+          "                        without --wait, the report says so and shows what is there)\n"
           "  -h, --help            show this help and exit\n"
           "\n"
           "Duration markers: + > 10 us, ! > 100 us, # > 1 ms, * > 10 ms, @ > 100 ms, $ > 1 s\n"
@@ -296,6 +301,7 @@ struct cli {
     int show_module;
     enum tty_when color;
     int no_pager;
+    int wait;
     struct frp_opts o;
 };
 
@@ -440,6 +446,9 @@ static int parse_args(int argc, char **argv, struct cli *c)
         case OPT_TITLE:
             c->o.title = optarg;
             break;
+        case OPT_WAIT:
+            c->wait = 1;
+            break;
         case 'h':
             usage();
             return 0;
@@ -507,6 +516,24 @@ static void suggest(struct frp_report *r, const struct ftr_filter *f)
 }
 #endif
 
+/* A process of the traced program may still be writing the file (a daemon's child goes on
+ * after ftrace-run returned): each writer holds a lock on it until its END is written
+ * (formats/ftr_lock.c). Says so in one line, or with --wait waits for every writer first. */
+static void check_writers(const struct cli *c, const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    uint32_t pid;
+    if (fd < 0) return; /* the report says why it cannot read it */
+    if (c->wait)
+        ftr_lock_wait(fd);
+    else if (ftr_lock_holder(fd, &pid) > 0)
+        fprintf(stderr,
+                PROG ": %s is still being written by process %u: the report may lack its end; "
+                     "--wait waits for it\n",
+                path, pid);
+    close(fd);
+}
+
 static int run(struct cli *c, const char *path)
 {
     struct frp_report *r;
@@ -522,6 +549,8 @@ static int run(struct cli *c, const char *path)
         }
         if (spool_fd < 0) rc = FTR_E_IO;
         open_path = spooled;
+    } else {
+        check_writers(c, path);
     }
     if (rc == FTR_OK) rc = frp_report_open(open_path, &r);
     if (rc) {

@@ -362,6 +362,15 @@ int ftr_enc_chunk(struct ftr_enc *e, unsigned type, uint32_t pid, uint32_t tid, 
  * exceed FTR_CHUNK_MAX_RAW: split the records, or the sites of a module into several SITES
  * chunks (each site carries its own index). */
 
+/* ---- who still writes the file (ftr_lock.c) ---- */
+/* A writer, from its open until its END is written (the lock goes with the last descriptor
+ * of its open file description). @return 0, or -1 with errno (no lock: nothing says so). */
+int ftr_lock_writer(int fd, uint32_t pid);
+/* Without blocking: 1 (a writer's pid in *pid), 0 (none), -1 (cannot tell: errno). */
+int ftr_lock_holder(int fd, uint32_t *pid);
+/* Waits until no writer holds one. @return 0, or -1 (cannot tell: errno). */
+int ftr_lock_wait(int fd);
+
 /* ---- reader: chunk by chunk, streaming ---- */
 struct ftr_reader;
 /*! ftr_reader_open() : opens and checks the file header. @return FTR_OK, FTR_E_IO (errno set),

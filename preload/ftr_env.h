@@ -70,6 +70,14 @@ static inline const char *ftr_env_help(enum ftr_env_id id)
  * processes it starts see the environment of an untraced run (process.c). */
 #define FTR_ENV_RUNTIME_PRELOAD "FTRACE_RUNTIME_PRELOAD"
 
+/* Not settings either: what the exec and spawn wrappers add to a new image's environment for
+ * it alone, which its constructor takes out again (process.c, summary.c): the summary line's
+ * totals so far, carried across an exec, and the names of the variables the wrapper added to
+ * an environment the program made without them ("LD_PRELOAD" added, "LD_PRELOAD+" ours put
+ * first in the program's, "FTRACE_X" added), comma-separated. */
+#define FTR_ENV_CARRY "FTRACE_SUMMARY_CARRY"
+#define FTR_ENV_ADDED "FTRACE_ENV_ADDED"
+
 /* ---- the control channel (ftrace-ctl <-> libftrace.so) ----
  * Every traced process listens, from its start, on a Unix stream socket at
  * ftr_ctl_socket_path(): a directory only its owner can enter, plus the peer's credentials

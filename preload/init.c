@@ -163,7 +163,7 @@ static void start_clocks(int calibration_base)
  * which checks at boot that every CPU's TSC agrees and watches it after, still offers it as a
  * clocksource. Otherwise timestamps are CLOCK_MONOTONIC nanoseconds (slower, but right: a
  * system call per event where the kernel's vDSO cannot read the clock either), said in the
- * run's one summary line (clock_note), not by every process of the run that starts.
+ * run's one summary line (summary.c), not by every process of the run that starts.
  * FTRACE_CLOCK=tsc|mono decides instead. A fork child keeps its parent's clock. */
 static void choose_clock(void)
 {
@@ -198,76 +198,6 @@ static void choose_clock(void)
     start_clocks(1);
 }
 
-/* "; timed with CLOCK_MONOTONIC (...)" when the clock was chosen for want of a TSC to trust */
-static const char *clock_note(void)
-{
-    unsigned check = ftr_process.clock_check;
-    if (!ftr_hot.clock_mono || !(check & FTR_CLOCK_CHECKED) || (check & FTR_CLOCK_FORCED))
-        return "";
-    return !(check & FTR_CLOCK_INVARIANT)
-               ? "; timed with CLOCK_MONOTONIC, slower: the CPU does not say its TSC is invariant"
-               : "; timed with CLOCK_MONOTONIC, slower: the kernel does not offer the TSC as a "
-                 "clocksource";
-}
-
-static void print_summary(void)
-{
-    int failed = ftr_writer_failed();
-    uint64_t lost = ftr_writer_end_lost(), lost_calls = ftr_writer_end_lost_calls();
-    /* One line for the run: the session's first process says it (each image of it that
-     * recorded, at its end or exec); a fork child or another program it started says only that
-     * its writing failed. When the first image is not instrumented (a shell: owner 0), every
-     * process that recorded says its own. */
-    uint32_t owner = (uint32_t)ftr_process.session_id;
-    int mine = owner == (uint32_t)ftr_g.pid, wrote = ftr_writer_bytes() != 0;
-    if (!failed && !(mine && (ftr_is_root || wrote)) && !(owner == 0 && wrote)) return;
-    char skipped[384] = "", names[300]; /* "; N functions could not be traced: a, b, see --info" */
-    if (ftr_g.skipped) {
-        ftr_modules_skipped_names(names, sizeof names);
-        unsigned long long n = (unsigned long long)ftr_g.skipped;
-        snprintf(skipped, sizeof skipped, "; %llu function%s could not be traced: %s%ssee --info",
-                 n, n == 1 ? "" : "s", names, names[0] ? ", " : "");
-    }
-    char deep[256] = ""; /* calls run unhooked: a shadow stack was full, or the book */
-    unsigned long long over = (unsigned long long)ftr_overrun_calls();
-    unsigned long long book = (unsigned long long)atomic_load(&ftr_ret_full);
-    unsigned long long sw = (unsigned long long)atomic_load(&ftr_switch_missed);
-    unsigned long long held = (unsigned long long)atomic_load(&ftr_ret_held);
-    if (book > over) book = over;
-    if (sw > over - book) sw = over - book;
-    if (held > over - book - sw) held = over - book - sw;
-    int n = 0;
-    if (over > book + sw + held)
-        n = snprintf(deep, sizeof deep,
-                     ", %llu call%s not traced (the shadow stack was full: FTRACE_SHADOW_DEPTH)",
-                     over - book - sw - held, over - book - sw - held == 1 ? "" : "s");
-    if (held && n >= 0 && (size_t)n < sizeof deep)
-        n += snprintf(deep + n, sizeof deep - (size_t)n,
-                      ", %llu call%s not traced (a suspended frame's copy holds its slot)", held,
-                      held == 1 ? "" : "s");
-    if (book && n >= 0 && (size_t)n < sizeof deep)
-        n += snprintf(deep + n, sizeof deep - (size_t)n,
-                      ", %llu call%s not traced (no room left for return addresses)", book,
-                      book == 1 ? "" : "s");
-    if (sw && n >= 0 && (size_t)n < sizeof deep)
-        snprintf(deep + n, sizeof deep - (size_t)n,
-                 ", %llu call%s not traced (a signal handler during a coroutine switch)", sw,
-                 sw == 1 ? "" : "s");
-    if (failed)
-        ftr_msg("writing %s failed (%s): %llu bytes of trace lost%s", ftr_cfg.output,
-                strerror(failed), (unsigned long long)ftr_writer_dropped(), skipped);
-    else {                       /* under -q, ftr_msg says nothing */
-        char lost_note[96] = ""; /* ", N events lost (M calls)" */
-        if (lost)
-            snprintf(lost_note, sizeof lost_note, ", %llu event%s lost (%llu call%s)",
-                     (unsigned long long)lost, lost == 1 ? "" : "s", (unsigned long long)lost_calls,
-                     lost_calls == 1 ? "" : "s");
-        ftr_msg("%llu calls traced into %s (%.1f KiB)%s%s%s%s",
-                (unsigned long long)ftr_writer_calls(), ftr_cfg.output,
-                (double)ftr_writer_bytes() / 1024.0, lost_note, deep, skipped, clock_note());
-    }
-}
-
 static void fill_end(uint32_t how, int code)
 {
     end_info.tsc = ftr_rdtsc();
@@ -290,7 +220,7 @@ int ftr_finish(uint32_t how, int code)
     fill_end(how, code);
     ftr_control_cleanup();
     ftr_writer_stop(&end_info);
-    print_summary(); /* at an exec too: the new image may record nothing, or fail to start */
+    if (how != FTR_END_EXEC) ftr_summary_print(); /* at an exec: process.c, summary.c */
     return 1;
 }
 
@@ -361,7 +291,7 @@ const struct ftr_end_info *ftr_end_orphaned(void)
  * the exit code of its last thread, which glibc's threads leave with 0. */
 void ftr_orphan_exit(void)
 {
-    print_summary();
+    ftr_summary_print();
     if (ftr_main_pthread_exited) exit(0);
     for (;;)
         syscall(SYS_exit_group, 0);
@@ -371,10 +301,12 @@ void ftr_orphan_exit(void)
 void ftr_resume(void)
 {
     char err[256];
+    ftr_summary_resume();
     ftr_writer_reset(0);
     memset(&end_info, 0, sizeof end_info);
     if (ftr_writer_start(err, sizeof err) < 0) {
         ftr_msg("%s; tracing stops", err);
+        ftr_output_release();
         return;
     }
     ftr_stw_ignore((int)ftr_writer_tid);
@@ -434,13 +366,17 @@ void ftr_child_after_fork(void)
     ftr_threads_child_fork();
     int tracing = ftr_g.ready && !atomic_load(&ended);
     ftr_control_child_fork(0);
-    if (!tracing) return;
+    if (!tracing) {
+        ftr_output_fork_child(0);
+        return;
+    }
     /* the parent is the process that forked: its pid now, not getppid() later (by then the
      * parent may have exited, and the child been given to init) */
     ftr_process.ppid = ftr_g.pid;
     ftr_g.pid = ftr_getpid();
     ftr_process.pid = ftr_g.pid;
-    start_clocks(0); /* the parent's TSC calibration stands */
+    ftr_output_fork_child(1); /* its own lock, not its parent's */
+    start_clocks(0);          /* the parent's TSC calibration stands */
     ftr_process.start_realtime_ns = ftr_g.start_ns;
     ftr_process.start_tsc = ftr_g.start_tsc;
     ftr_is_root = 0;
@@ -452,6 +388,7 @@ void ftr_child_after_fork(void)
     if (ftr_writer_start(err, sizeof err) < 0) {
         atomic_store(&ftr_hot.recording, 0);
         atomic_store(&ended, 1);
+        ftr_output_release();
         return;
     }
     ftr_stw_ignore((int)ftr_writer_tid);
@@ -594,7 +531,7 @@ static void finish_fast(uint32_t how, int code)
     fill_end(how, code);
     ftr_control_cleanup_fast();
     ftr_writer_stop_from_signal(&end_info); /* the writer counts what was lost itself */
-    print_summary();
+    ftr_summary_print();
 }
 
 __attribute__((visibility("default"), noreturn)) void _exit(int status)
@@ -745,40 +682,11 @@ static void install_fatal_handlers(void)
         install_fatal_handler(sig);
 }
 
-/* The root process of a session creates the file and writes its header; every other process
- * of the session (fork children have the file already; exec'd images and spawned children
- * find FTRACE_SESSION in their environment) appends to it. Every write is a whole number of
- * chunks in one write() on an O_APPEND descriptor, so processes never interleave inside a
- * chunk. */
-static int open_output(void)
-{
-    int flags = O_WRONLY | O_APPEND | O_CLOEXEC | (ftr_is_root ? O_CREAT | O_TRUNC : O_CREAT);
-    int fd = open(ftr_cfg.output, flags, 0644);
-    if (fd < 0) return -1;
-    /* out of the way of the program's own descriptor numbers */
-    int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
-    if (high >= 0) {
-        close(fd);
-        fd = high;
-    }
-    if (ftr_is_root) {
-        struct ftr_buf hdr = {0};
-        int ok =
-            ftr_enc_file_header(&hdr) == FTR_OK && write(fd, hdr.data, hdr.len) == (ssize_t)hdr.len;
-        ftr_buf_free(&hdr);
-        if (!ok) {
-            close(fd);
-            return -1;
-        }
-    }
-    return fd;
-}
-
 /* Every program the session runs loads us, most of them uninstrumented (a shell, `true`, the
  * tools a build runs): the sites are looked for first, and such a child of the session leaves
  * with nothing more done than the wrappers need (no /proc reads, no cpuid, no file, no
  * thread). */
-__attribute__((constructor)) static void ftr_init(void)
+static void start(void)
 {
     char err[512];
     ftr_libunwind_resolve(); /* first: its wrappers forward whether we trace or not */
@@ -818,7 +726,7 @@ __attribute__((constructor)) static void ftr_init(void)
         return;
     }
     ftr_libcalls_init();
-    ftr_g.fd = open_output();
+    ftr_g.fd = ftr_output_open();
     if (ftr_g.fd < 0) {
         ftr_msg("cannot write %s: %s; running untraced", ftr_cfg.output, strerror(errno));
         return;
@@ -836,6 +744,7 @@ __attribute__((constructor)) static void ftr_init(void)
         }
         return; /* the file stays, with its header, for instrumented children */
     }
+    ftr_output_lock(); /* from here on, this process writes the file (output.c) */
     /* before the writer thread exists: registering for membarrier in a single-threaded process
      * is immediate, later it waits for an RCU grace period (~15 ms) */
     char bperr[256] = "";
@@ -844,6 +753,7 @@ __attribute__((constructor)) static void ftr_init(void)
     if (install_signals(err, sizeof err) < 0 || ftr_threads_init() < 0 ||
         ftr_writer_start(err, sizeof err) < 0) {
         ftr_msg("%s; running untraced", err);
+        ftr_output_release(); /* nothing will be written */
         return;
     }
     if (bperr[0] && ftr_cfg.verbose) ftr_msg("%s", bperr);
@@ -860,4 +770,12 @@ __attribute__((constructor)) static void ftr_init(void)
     else
         ftr_values_say_unmatched();
     ftr_control_start();
+}
+
+__attribute__((constructor)) static void ftr_init(void)
+{
+    ftr_summary_take_carried();
+    start();
+    ftr_env_restore(); /* every FTRACE_* variable read: the environment the program was given */
+    if (!ftr_g.ready) ftr_summary_untraced(); /* a chain of images that ends here */
 }

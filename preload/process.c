@@ -8,8 +8,15 @@
  *    and the session in its environment even when the program passes an environment of its
  *    own making: the wrappers add LD_PRELOAD and every FTRACE_* variable the session started
  *    with, where the program's environment lacks them (the program's own values win).
- *  - posix_spawn*(): the environment, likewise. (glibc's system() and popen() use environ,
- *    which already carries it.)
+ *    The new image must also see the environment the program gave it, not ours: the wrappers
+ *    name what they added in FTR_ENV_ADDED, and the new image's constructor takes exactly that
+ *    out again (ftr_env_restore), after reading its settings; its own exec*() and spawn*()
+ *    still add them, from the values saved at its start. An image that execs also hands its
+ *    summary line's totals on (summary.c) when the new image will load us (loads_preload).
+ *  - posix_spawn*(): the environment, likewise. glibc's system() and popen() spawn with environ
+ *    from inside the C library, past these wrappers: they start traced children where environ
+ *    carries LD_PRELOAD (a program given the session's environment, as most are), and untraced
+ *    ones in a process whose environ was restored to one its parent made without it.
  *  - vfork(): the child shares our memory; ftr_finish() recognises it by its pid and does
  *    nothing, and the wrappers only build the new environment, on the stack. vfork() itself is
  *    wrapped (vfork_x86_64.S): the calling thread does not trace across it, so the child's
@@ -28,6 +35,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <elf.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -87,6 +95,33 @@ void ftr_env_snapshot(void)
     real_posix_spawnp = (spawn_fn)dlsym(RTLD_NEXT, "posix_spawnp");
 }
 
+/* LD_PRELOAD as the parent gave it: ours was put first ("ours:theirs", or "ours" for an empty
+ * one). Edited in place, so that the entry keeps its place among the others. */
+static void strip_first_preload(void)
+{
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "LD_PRELOAD=", 11) != 0) continue;
+        char *v = *e + 11, *rest = v + strcspn(v, ": ");
+        memmove(v, *rest ? rest + 1 : rest, strlen(*rest ? rest + 1 : rest) + 1);
+        return;
+    }
+}
+
+void ftr_env_restore(void)
+{
+    const char *v = getenv(FTR_ENV_ADDED);
+    char names[64 + FTR_ENV__COUNT * 32];
+    if (!v) return;
+    snprintf(names, sizeof names, "%s", v);
+    unsetenv(FTR_ENV_ADDED);
+    for (char *sv, *name = strtok_r(names, ",", &sv); name; name = strtok_r(NULL, ",", &sv)) {
+        if (!strcmp(name, "LD_PRELOAD+"))
+            strip_first_preload();
+        else if (!strcmp(name, "LD_PRELOAD") || !strncmp(name, "FTRACE_", 7))
+            unsetenv(name); /* nothing else: the marker names only what the wrapper adds */
+    }
+}
+
 static size_t count(char *const v[])
 {
     size_t n = 0;
@@ -103,12 +138,24 @@ static int has_name(char *const env[], const char *entry)
     return 0;
 }
 
-/* Fills out (room for count(env) + FTR_ENV__COUNT + 2 pointers) with env plus what the session
- * needs; ld is scratch for a rewritten LD_PRELOAD entry. No allocation (vfork children). */
-static char **session_envp(char *const env[], char **out, char *ld, size_t ldlen)
+/* Appends ",name" (the first without the comma) to the FTR_ENV_ADDED entry being built. */
+static void note_added(char *added, size_t len, const char *entry, size_t namelen, const char *tail)
+{
+    size_t at = strlen(added);
+    int first = added[at - 1] == '=';
+    snprintf(added + at, len - at, "%s%.*s%s", first ? "" : ",", (int)namelen, entry, tail);
+}
+
+/* Fills out (room for count(env) + FTR_ENV__COUNT + 4 pointers) with env plus what the session
+ * needs, then carry (the summary's FTR_ENV_CARRY entry, or NULL), then the FTR_ENV_ADDED entry
+ * naming what was added, if anything was; ld and added are scratch for the rewritten
+ * LD_PRELOAD entry and that one. No allocation (vfork children). */
+static char **session_envp(char *const env[], char **out, char *ld, size_t ldlen, char *added,
+                           size_t addedlen, const char *carry)
 {
     size_t n = 0;
     int have_ld = 0;
+    snprintf(added, addedlen, "%s=", FTR_ENV_ADDED);
     for (size_t i = 0; env && env[i]; i++) {
         if (strncmp(env[i], "LD_PRELOAD=", 11) == 0 && preload_lib[0]) {
             have_ld = 1;
@@ -116,6 +163,7 @@ static char **session_envp(char *const env[], char **out, char *ld, size_t ldlen
                 snprintf(ld, ldlen, "LD_PRELOAD=%s%s%s", preload_lib, env[i][11] ? ":" : "",
                          env[i] + 11);
                 out[n++] = ld;
+                note_added(added, addedlen, "LD_PRELOAD", 10, "+");
                 continue;
             }
         }
@@ -124,28 +172,103 @@ static char **session_envp(char *const env[], char **out, char *ld, size_t ldlen
     if (!have_ld && preload_lib[0]) {
         snprintf(ld, ldlen, "LD_PRELOAD=%s", preload_lib);
         out[n++] = ld;
+        note_added(added, addedlen, "LD_PRELOAD", 10, "");
     }
     for (size_t i = 0; i < n_session_env; i++)
-        if (!has_name(env, session_env[i])) out[n++] = session_env[i];
+        if (!has_name(env, session_env[i])) {
+            out[n++] = session_env[i];
+            note_added(added, addedlen, session_env[i], strcspn(session_env[i], "="), "");
+        }
+    if (carry && !has_name(env, carry)) out[n++] = (char *)carry;
+    if (added[strlen(added) - 1] != '=' && !has_name(env, added)) out[n++] = added;
     out[n] = NULL;
     return out;
 }
 
-#define SESSION_ENVP(env, name)                                                                    \
-    char *name##_v[count(env) + FTR_ENV__COUNT + 2];                                               \
+#define SESSION_ENVP(env, name, carry)                                                             \
+    char *name##_v[count(env) + FTR_ENV__COUNT + 4];                                               \
     char name##_ld[PATH_MAX + 4096];                                                               \
-    char **name = session_envp(env, name##_v, name##_ld, sizeof name##_ld)
+    char name##_added[64 + FTR_ENV__COUNT * 32];                                                   \
+    char **name = session_envp(env, name##_v, name##_ld, sizeof name##_ld, name##_added,           \
+                               sizeof name##_added, carry)
 
-/* Runs an exec: flush this image's trace first, resume it if the exec fails. */
-#define DO_EXEC(call)                                                                              \
+/* Runs an exec: flush this image's trace first, resume it if the exec fails. The new image's
+ * environment is made after the flush: it carries the summary line's totals (summary.c) when
+ * the file at dirfd/path (or the open fd) will load us. */
+#define DO_EXEC(envp, env, dirfd, path, fd, call)                                                  \
     do {                                                                                           \
         int finished_ = ftr_finish(FTR_END_EXEC, 0);                                               \
+        const char *carry_ = finished_ ? ftr_summary_exec(loads_preload(dirfd, path, fd)) : NULL;  \
+        SESSION_ENVP(envp, env, carry_);                                                           \
         int rc_ = (call);                                                                          \
         int errno_ = errno;                                                                        \
         if (finished_) ftr_resume();                                                               \
         errno = errno_;                                                                            \
         return rc_;                                                                                \
     } while (0)
+
+/* Will the file exec'd load this preload, so that the next image says the summary line? Not
+ * a static or 32-bit program, nor a set-user-ID one that the dynamic linker runs securely
+ * (it ignores LD_PRELOAD then); a script, as its interpreter would (the kernel follows 4 of
+ * them). Unknown or unreadable: yes (the exec fails, or a shell runs it, or it is an
+ * executable we may not read: most are dynamic). The descriptor is opened under the
+ * descriptor lock, so that no dup2() of the program's (fdguard.c) lands on its number
+ * meanwhile. */
+static int loads_preload_at(int dirfd, const char *path, int fd, int depth)
+{
+    unsigned char buf[512];
+    struct stat st;
+    ssize_t n = -1;
+    int own = -1, ok = 1;
+    ftr_fd_lock();
+    if (fd < 0 && path) fd = own = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && fstat(fd, &st) == 0) n = pread(fd, buf, sizeof buf - 1, 0);
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)buf;
+    if (n >= (ssize_t)sizeof *eh && !memcmp(buf, ELFMAG, SELFMAG)) {
+        ok = eh->e_ident[EI_CLASS] == ELFCLASS64 && eh->e_machine == EM_X86_64 &&
+             !(st.st_mode & S_ISUID && st.st_uid != getuid()) &&
+             !(st.st_mode & S_ISGID && st.st_gid != getgid());
+        Elf64_Phdr ph[64];
+        size_t np = eh->e_phnum < 64 ? eh->e_phnum : 64, k = 0;
+        if (ok && eh->e_phentsize == sizeof *ph &&
+            pread(fd, ph, np * sizeof *ph, (off_t)eh->e_phoff) == (ssize_t)(np * sizeof *ph))
+            while (k < np && ph[k].p_type != PT_INTERP)
+                k++;
+        ok = ok && k < np; /* dynamically linked: the dynamic linker loads LD_PRELOAD */
+    }
+    if (own >= 0) close(own);
+    ftr_fd_unlock();
+    if (n > 2 && buf[0] == '#' && buf[1] == '!' && depth < 4) {
+        buf[n] = 0;
+        char *interp = (char *)buf + 2 + strspn((char *)buf + 2, " \t");
+        interp[strcspn(interp, " \t\n")] = 0;
+        if (*interp) ok = loads_preload_at(AT_FDCWD, interp, -1, depth + 1);
+    }
+    return ok;
+}
+
+static int loads_preload(int dirfd, const char *path, int fd)
+{
+    return loads_preload_at(dirfd, path, fd, 0);
+}
+
+/* The file execvpe() will run, as it searches PATH (or NULL: the name has a slash, or is not
+ * found; the exec then fails, or it is the name itself). */
+static const char *search_path(const char *file, char *buf, size_t len)
+{
+    if (!file || !*file || strchr(file, '/')) return file;
+    const char *p = getenv("PATH");
+    if (!p) p = "/bin:/usr/bin";
+    for (const char *dir = p;; dir++) {
+        size_t dl = strcspn(dir, ":");
+        struct stat st;
+        if (snprintf(buf, len, "%.*s/%s", dl ? (int)dl : 1, dl ? dir : ".", file) < (int)len &&
+            access(buf, X_OK) == 0 && stat(buf, &st) == 0 && S_ISREG(st.st_mode))
+            return buf;
+        dir += dl;
+        if (!*dir) return NULL;
+    }
+}
 
 static int missing(void)
 {
@@ -155,26 +278,28 @@ static int missing(void)
 
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-    SESSION_ENVP(envp, env);
-    DO_EXEC(real_execve ? real_execve(path, argv, env) : missing());
+    DO_EXEC(envp, env, AT_FDCWD, path, -1, real_execve ? real_execve(path, argv, env) : missing());
 }
 
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-    SESSION_ENVP(envp, env);
-    DO_EXEC(real_execvpe ? real_execvpe(file, argv, env) : missing());
+    char found[PATH_MAX];
+    DO_EXEC(envp, env, AT_FDCWD, search_path(file, found, sizeof found), -1,
+            real_execvpe ? real_execvpe(file, argv, env) : missing());
 }
 
 EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-    SESSION_ENVP(envp, env);
-    DO_EXEC(real_fexecve ? real_fexecve(fd, argv, env) : missing());
+    DO_EXEC(envp, env, AT_FDCWD, NULL, fd, real_fexecve ? real_fexecve(fd, argv, env) : missing());
 }
 
 EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
-    SESSION_ENVP(envp, env);
-    DO_EXEC(real_execveat ? real_execveat(dirfd, path, argv, env, flags) : missing());
+    const char *name = path;
+    __asm__("" : "+r"(name)); /* declared nonnull, but a NULL is the kernel's EFAULT, not ours */
+    int empty = (flags & AT_EMPTY_PATH) && name && !*name;
+    DO_EXEC(envp, env, dirfd, empty ? NULL : path, empty ? dirfd : -1,
+            real_execveat ? real_execveat(dirfd, path, argv, env, flags) : missing());
 }
 
 EXPORT int execv(const char *path, char *const argv[])
@@ -224,7 +349,7 @@ EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_acti
                        const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
     if (!real_posix_spawn) return ENOSYS;
-    SESSION_ENVP(envp, env);
+    SESSION_ENVP(envp, env, NULL);
     return real_posix_spawn(pid, path, fa, attr, argv, env);
 }
 
@@ -232,7 +357,7 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
                         const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
     if (!real_posix_spawnp) return ENOSYS;
-    SESSION_ENVP(envp, env);
+    SESSION_ENVP(envp, env, NULL);
     return real_posix_spawnp(pid, file, fa, attr, argv, env);
 }
 

@@ -528,8 +528,29 @@ void ftr_orphan_exit(void) FTR_HIDDEN __attribute__((noreturn));
 void ftr_child_after_fork(void) FTR_HIDDEN; /* a fork child traces on, as its own process */
 extern int ftr_is_root FTR_HIDDEN;          /* this process created the trace file */
 
-/* process.c: the environment every child and exec'd image must carry */
+/* output.c: the trace file's descriptor (ftr_g.fd) and the lock that says this process writes
+ * it: opened (@return the descriptor, or -1 with errno), locked before the writer starts, made
+ * the fork child's own (or let go when the child will not write), released after the END of
+ * an image that did not exec */
+int ftr_output_open(void) FTR_HIDDEN;
+void ftr_output_lock(void) FTR_HIDDEN;
+void ftr_output_fork_child(int tracing) FTR_HIDDEN;
+void ftr_output_release(void) FTR_HIDDEN;
+
+/* summary.c: the run's one summary line. _print at an image's end (not an exec's); at an exec,
+ * _exec: NULL (printed now, or not this image's to print), or the FTR_ENV_CARRY entry for the
+ * new environment when the next image will load us (next_loads); _resume when that exec failed;
+ * _take_carried in the constructor, first; _untraced at its end when this image does not trace. */
+void ftr_summary_print(void) FTR_HIDDEN;
+const char *ftr_summary_exec(int next_loads) FTR_HIDDEN;
+void ftr_summary_resume(void) FTR_HIDDEN;
+void ftr_summary_take_carried(void) FTR_HIDDEN;
+void ftr_summary_untraced(void) FTR_HIDDEN;
+
+/* process.c: the environment every child and exec'd image must carry; _restore, at the end of
+ * the constructor: takes out what an exec or spawn wrapper added (FTR_ENV_ADDED) */
 void ftr_env_snapshot(void) FTR_HIDDEN;
+void ftr_env_restore(void) FTR_HIDDEN;
 /* process.c, for vfork_x86_64.S (which pauses the calling thread across vfork()) */
 void ftr_vfork_errno(int e) FTR_HIDDEN;
 

@@ -150,9 +150,11 @@ static void flush_out(void)
         if (fd >= 0 && high >= 0) close(fd);
         if (high < 0) high = fd;
         struct stat st;
-        if (high >= 0 && fstat(high, &st) == 0 && st.st_dev == trace_dev && st.st_ino == trace_ino)
+        if (high >= 0 && fstat(high, &st) == 0 && st.st_dev == trace_dev &&
+            st.st_ino == trace_ino) {
             ftr_g.fd = high;
-        else {
+            ftr_output_lock(); /* the lost description's lock went with it */
+        } else {
             if (high >= 0) close(high);
             write_failed = EBADF; /* stop, count what is lost */
         }
@@ -459,6 +461,7 @@ static void *writer_main(void *arg)
         ftr_enc_end(enc, ftr_g.pid, &end, &out);
         flush_out();
     }
+    if (w_end->how != FTR_END_EXEC) ftr_output_release(); /* an exec drops it (output.c) */
     atomic_store(&w_done, 1);
     syscall(SYS_futex, &w_done, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
     if (orphaned) ftr_orphan_exit(); /* exit(0) from here, as glibc's last thread would */

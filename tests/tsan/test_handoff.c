@@ -109,6 +109,8 @@ void ftr_fd_unprotect(int *fd)
     (void)fd;
 }
 void ftr_control_poll(void) {}
+void ftr_output_lock(void) {}
+void ftr_output_release(void) {}
 void ftr_program_watch(void) {}
 int ftr_program_gone(int *leader_gone)
 {

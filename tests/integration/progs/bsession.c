@@ -1,0 +1,144 @@
+/* bsession: a run's processes as the session sees them (session_tests.py). usage: bsession MODE
+ *   daemon        main -> fork(): the parent writes the child's pid to bs_daemon.pid and returns
+ *                 at once; the child (its own session, stdio on /dev/null) calls tick() 30
+ *                 times, 10 ms apart, and exits: the file is still being written after
+ *                 ftrace-run returned. Trees: parent {main}, child: tick 30 below main.
+ *   plain         main -> tick x 3.
+ *   reexec N      main -> tick, then execv(/proc/self/exe, "reexec", N-1) until N is 0: N + 1
+ *                 images, each {main, main;tick}.
+ *   exectrue      main -> tick, then execl(/bin/true): the next image is not instrumented.
+ *   execstatic P  main -> tick, then execl(P, "static"): a static program, which loads no
+ *                 preload.
+ *   static        (the static image) prints "static ran".
+ *   execenv       main -> tick, then execle(/proc/self/exe, "envchild") with {"A=1", NULL}.
+ *   execenv2      the same with {"A=1", "LD_PRELOAD=libm.so.6", "B=2", NULL}.
+ *   spawnenv      main -> tick, then posix_spawn(/proc/self/exe, "envchild") with {"A=1",
+ *                 NULL}, waited for.
+ *   envchild      prints every entry of environ, one a line, then main -> child_work.
+ *   dlmopen LIB   dlmopen(LM_ID_NEWLM, LIB) twice (two namespaces), calls its dl_outer() 5
+ *                 times in each; main -> tick.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "behave.h"
+
+extern char **environ;
+static volatile long sink;
+
+NOINLINE void tick(void)
+{
+    sink++;
+}
+NOINLINE void child_work(void)
+{
+    sink++;
+}
+
+static void nap_ms(long ms)
+{
+    struct timespec ts = {0, ms * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+static int daemon_mode(void)
+{
+    fflush(stdout);
+    pid_t p = fork();
+    if (p < 0) return 1;
+    if (p > 0) {
+        FILE *f = fopen("bs_daemon.pid", "w");
+        if (!f) return 1;
+        fprintf(f, "%d\n", (int)p);
+        fclose(f);
+        return 0; /* at once */
+    }
+    setsid();
+    int fd = open("/dev/null", O_RDWR);
+    dup2(fd, 0);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    for (int i = 0; i < 30; i++) {
+        tick();
+        nap_ms(10);
+    }
+    exit(0);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (!strcmp(mode, "daemon")) return daemon_mode();
+    if (!strcmp(mode, "static")) {
+        printf("static ran\n");
+        return 0;
+    }
+    if (!strcmp(mode, "envchild")) {
+        for (char **e = environ; *e; e++)
+            printf("%s\n", *e);
+        child_work();
+        return 0;
+    }
+    if (!strcmp(mode, "dlmopen") && argc > 2) {
+        for (int k = 0; k < 2; k++) {
+            void *h = dlmopen(LM_ID_NEWLM, argv[2], RTLD_NOW);
+            int (*work)(int) = h ? (int (*)(int))dlsym(h, "dl_outer") : NULL;
+            if (!work) {
+                printf("dlmopen: %s\n", dlerror());
+                return 1;
+            }
+            int s = 0;
+            for (int i = 0; i < 5; i++)
+                s += work(i);
+            printf("dlmopen: sum %d\n", s);
+        }
+        tick();
+        return 0;
+    }
+    tick();
+    fflush(stdout);
+    if (!strcmp(mode, "plain")) {
+        tick();
+        tick();
+        return 0;
+    }
+    stop_prof_timer();
+    if (!strcmp(mode, "reexec") && argc > 2) {
+        int n = atoi(argv[2]);
+        if (n <= 0) return 0;
+        char next[16];
+        snprintf(next, sizeof next, "%d", n - 1);
+        char *args[] = {argv[0], "reexec", next, NULL};
+        execv("/proc/self/exe", args);
+    } else if (!strcmp(mode, "exectrue")) {
+        execl("/bin/true", "true", (char *)NULL);
+    } else if (!strcmp(mode, "execstatic") && argc > 2) {
+        execl(argv[2], "bsession", "static", (char *)NULL);
+    } else if (!strcmp(mode, "execenv")) {
+        char *env[] = {"A=1", NULL};
+        execle("/proc/self/exe", "bsession", "envchild", (char *)NULL, env);
+    } else if (!strcmp(mode, "execenv2")) {
+        char *env[] = {"A=1", "LD_PRELOAD=libm.so.6", "B=2", NULL};
+        execle("/proc/self/exe", "bsession", "envchild", (char *)NULL, env);
+    } else if (!strcmp(mode, "spawnenv")) {
+        char *env[] = {"A=1", NULL}, *args[] = {"bsession", "envchild", NULL};
+        pid_t p;
+        int st;
+        if (posix_spawn(&p, "/proc/self/exe", NULL, NULL, args, env) != 0) return 1;
+        waitpid(p, &st, 0);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+    } else {
+        fprintf(stderr, "bsession: bad mode %s\n", mode);
+        return 2;
+    }
+    perror("exec");
+    return 127;
+}
