@@ -60,6 +60,10 @@ static size_t nmods;
 static uint32_t next_site = 1, next_module_id;
 static char exe_path[4096]; /* the executable, as /proc/self/exe said at start */
 
+/* rewrites that waited for a thread seen running with SIGTRAP blocked, and how long in all
+ * (ftrace-ctl status) */
+static unsigned blocked_waits, blocked_wait_ms;
+
 /* the last rewrite, for FTRACE_VERBOSE */
 static struct {
     const char *how; /* "alone", "live" */
@@ -364,10 +368,12 @@ static int write_pokes(struct patch_job *job, int alone_only, char *err, size_t 
     }
     int dbg = debugger_pid(), blocker = dbg ? 0 : ftr_stw_blocking_running(SIGTRAP);
     /* a thread pthread_create() is starting runs with every signal blocked for a moment */
+    blocked_waits += blocker > 0;
     for (int i = 0; blocker > 0 && i < 200; i++) {
         struct timespec ms = {0, 1000 * 1000};
         nanosleep(&ms, NULL);
         blocker = ftr_stw_blocking_running(SIGTRAP);
+        blocked_wait_ms++;
     }
     if (alone_only)
         snprintf(err, errlen,
@@ -569,6 +575,14 @@ int ftr_modules_patch(char *err, size_t errlen)
                 (unsigned long long)last.live.traps);
     pthread_mutex_unlock(&mods_lock);
     return rc;
+}
+
+void ftr_modules_blocked_waits(unsigned *rewrites, unsigned *ms)
+{
+    pthread_mutex_lock(&mods_lock);
+    *rewrites = blocked_waits;
+    *ms = blocked_wait_ms;
+    pthread_mutex_unlock(&mods_lock);
 }
 
 void ftr_modules_describe(struct ftr_buf *out)

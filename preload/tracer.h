@@ -448,6 +448,8 @@ void ftr_modules_describe(struct ftr_buf *out) FTR_HIDDEN;   /* MODULE+SITES chu
 void ftr_modules_rescan(void) FTR_HIDDEN;                    /* after dlopen / dlclose */
 void ftr_modules_say_unmatched(const char *expr) FTR_HIDDEN; /* filter selected nothing */
 void ftr_modules_values_refresh(void) FTR_HIDDEN; /* values.c: read the DWARF it now needs */
+/* rewrites that waited for a thread seen running with SIGTRAP blocked, and the ms waited */
+void ftr_modules_blocked_waits(unsigned *rewrites, unsigned *ms) FTR_HIDDEN;
 
 /* settings.c, at start: parse the FTRACE_* graph knobs and filter. @return 0 or -1 (err) */
 int ftr_settings_init(char *err, size_t errlen) FTR_HIDDEN;
