@@ -27,6 +27,7 @@ __attribute__((visibility("default"))) void *dlopen(const char *file, int mode)
     const void *caller = __builtin_return_address(0);
     char path[4096];
     ftr_modules_lock(1);
+    unsigned threads = ftr_threads_made();
     void *h = NULL;
     if (file && !strchr(file, '/'))
         h = real_dlopen(file, mode | RTLD_NOLOAD); /* already loaded: no search happens */
@@ -39,7 +40,7 @@ __attribute__((visibility("default"))) void *dlopen(const char *file, int mode)
             h = real_dlopen(file, mode); /* same error message as without us */
     }
     if (h && !(mode & RTLD_NOLOAD)) {
-        ftr_modules_rescan();
+        ftr_modules_rescan(ftr_threads_made() == threads);
         ftr_libunwind_resolve(); /* a library linked with -lunwind, opened RTLD_GLOBAL */
         ftr_unwind_fde_resolve();
     }
@@ -53,7 +54,7 @@ __attribute__((visibility("default"))) int dlclose(void *handle)
     if (!real_dlclose) return -1;
     ftr_modules_lock(1);
     int rc = real_dlclose(handle);
-    if (rc == 0) ftr_modules_rescan();
+    if (rc == 0) ftr_modules_rescan(0);
     ftr_modules_lock(0);
     return rc;
 }

@@ -15,6 +15,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "stacks.h"
@@ -89,8 +90,16 @@ int ftr_create_own_thread(pthread_t *th, int detached, void *(*fn)(void *), void
     return rc;
 }
 
+static atomic_uint made; /* threads made by the program (dlwrap.c: none during a dlopen?) */
+
+unsigned ftr_threads_made(void)
+{
+    return atomic_load(&made);
+}
+
 EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
+    atomic_fetch_add(&made, 1);
     if (!real_create) real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
     if (!real_create) return EAGAIN;
     struct ftr_thread *r = ftr_settings_enabled() ? ftr_thread_reserve() : NULL;
@@ -141,6 +150,7 @@ EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
         errno = ENOSYS;
         return -1;
     }
+    if (flags & CLONE_VM) atomic_fetch_add(&made, 1);
     if (!(flags & CLONE_VM) || (flags & CLONE_SETTLS))
         return real_clone(fn, stack, flags, arg, ptid, tls, ctid);
     if (flags & CLONE_VFORK) {

@@ -25,6 +25,8 @@ while tracing was on (marker calls the program makes when the test asks, through
   own_sigtrap       the program's own SIGTRAP handler, int3 and raise(SIGTRAP): exact counts
   sigmask_handlers  threads blocking most signals, handlers with sa_mask = all signals
                     running traced code, hundreds of on/off: exact counts
+  sigblock_dlopen_raw  the same with the worker blocking every signal by a raw system call
+                    (SIGTRAP too): the library, just loaded, is written alone and traced
 
 The programs are tests/integration/progs/live_*.c and liblive_dl.c; each says what it prints.
 No timed assertion: a hang (every run has a timeout) or a count the program reports is what
@@ -350,12 +352,13 @@ def lib_of(exe):
 BLOCKED = re.compile(r"did not stop|not traced|is signal \d+ blocked")
 
 
-def case_sigblock_dlopen(lv):
-    exe = lv.build("live_sigblock.c")
+def case_sigblock_dlopen(lv, raw=False):
+    exe = lv.build("live_sigblock.c", cflags="-DLIVE_RAW_BLOCK" if raw else "",
+                   variant="raw" if raw else "")
     args = [lib_of(exe)]
     pb = Problems()
     base = untraced(lv, exe, args, "sigblock", stop=False)
-    trace = os.path.join(lv.work, "sigblock.ftr")
+    trace = os.path.join(lv.work, "sigblock%s.ftr" % ("-raw" if raw else ""))
     with Run(lv, exe, args, "sigblock", trace) as r:
         traced = r.finish(stop=False)
     pb.check(not BLOCKED.search(traced.stderr), "stderr: %r" % traced.stderr.strip())
@@ -367,6 +370,13 @@ def case_sigblock_dlopen(lv):
              "trace: %s, want dl_outer 5, dl_inner 5, after_dlopen 1" % got)
     pb.check(t.calls("w_outer") > 0, "trace: no w_outer() of the worker")
     pb.done()
+
+
+def case_sigblock_dlopen_raw(lv):
+    """The worker blocks every signal with a raw system call, SIGTRAP too: no live rewrite may
+    run while it does, but the library just loaded is one no other thread can run yet (it was
+    mapped during the dlopen, which made no thread): it is written alone, and traced."""
+    case_sigblock_dlopen(lv, raw=True)
 
 
 def case_zombie_main(lv):
@@ -536,7 +546,8 @@ CASES = [("eintr", case_eintr), ("ctl_sleepers", case_ctl_sleepers),
          ("replaced_exe", case_replaced_exe), ("gprof_sleep", case_gprof_sleep),
          ("hung_start", case_hung_start),
          ("dl_loop_refilter", case_dl_loop_refilter), ("own_rt_handler", case_own_rt_handler),
-         ("own_sigtrap", case_own_sigtrap), ("sigmask_handlers", case_sigmask_handlers)]
+         ("own_sigtrap", case_own_sigtrap), ("sigmask_handlers", case_sigmask_handlers),
+         ("sigblock_dlopen_raw", case_sigblock_dlopen_raw)]
 
 
 def main():
