@@ -17,7 +17,9 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 
+#include "sigguard.h"
 #include "stacks.h"
 #include "tracer.h"
 
@@ -25,6 +27,34 @@
 
 typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 static create_fn real_create;
+
+/* A thread whose program's mask blocks a guarded signal (its creator's, or its attributes'):
+ * the view is set in the new thread before its start routine (sigguard.h). In our own heap:
+ * pthread_create() is never called from a signal handler. */
+struct view_start {
+    void *(*fn)(void *);
+    void *arg;
+    unsigned long view;
+};
+static void *start_viewed(void *arg)
+{
+    struct view_start v = *(struct view_start *)arg;
+    free(arg);
+    ftr_sigguard_set_view(v.view);
+    return v.fn(v.arg);
+}
+/* @return 0, or -1: the view could not be passed on (no memory) */
+static int pass_view(const pthread_attr_t *attr, void *(**fn)(void *), void **arg)
+{
+    unsigned long view = ftr_sigguard_start_view(attr);
+    if (!view) return 0;
+    struct view_start *v = malloc(sizeof *v);
+    if (!v) return -1;
+    *v = (struct view_start){*fn, *arg, view};
+    *fn = start_viewed;
+    *arg = v;
+    return 0;
+}
 
 static void *start(void *arg)
 {
@@ -102,14 +132,23 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
     atomic_fetch_add(&made, 1);
     if (!real_create) real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
     if (!real_create) return EAGAIN;
+    void *(*given)(void *) = fn;
+    pass_view(attr, &fn, &arg);
     struct ftr_thread *r = ftr_settings_enabled() ? ftr_thread_reserve() : NULL;
-    if (!r) return real_create(th, attr, fn, arg);
+    if (!r) {
+        int rc = real_create(th, attr, fn, arg);
+        if (rc != 0 && fn != given) free(arg);
+        return rc;
+    }
     r->start_fn = fn;
     r->start_arg = arg;
     r->safe_start = 1;
     stack_of(r, attr);
     int rc = real_create(th, attr, start, r);
-    if (rc != 0) ftr_thread_unreserve(r);
+    if (rc != 0) {
+        ftr_thread_unreserve(r);
+        if (fn != given) free(arg);
+    }
     return rc;
 }
 
