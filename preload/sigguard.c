@@ -22,8 +22,8 @@
  * blocked or not, before any handler runs, which would steal a trap of ours; so the
  * program's signalfd never reports a guarded signal (its action gets it instead).
  *
- * The program's view. What the program blocks of the guarded signals is kept per thread (see
- * "the program's view of its mask" below): a mask read back has them as the program set them,
+ * The program's view. What the program blocks of the guarded signals is kept per thread
+ * (sigview.c): a mask read back has them as the program set them,
  * sigpending() shows those held, sigwait, sigwaitinfo and sigtimedwait take them (they wait for
  * signals, they do not block them: the kernel unblocks the set only for the wait, and a
  * synchronous SIGTRAP is never dequeued by another thread's wait). Left alone:
@@ -58,6 +58,7 @@
 #include <unistd.h>
 
 #include "sigguard.h"
+#include "sigview.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define ALIAS(f) __attribute__((alias(#f)))
@@ -194,174 +195,22 @@ static int stripped_bits(int mask)
     return ((unsigned)mask & g) && strips() ? (int)((unsigned)mask & ~g) : mask;
 }
 
-/* ---- the program's view of its mask ----
- * The kernel never has a guarded signal blocked; the program believes what it set. Each thread
- * keeps the guarded signals it believes blocked (view, as bits of gmask): the mask wrappers
- * report and change it, a new thread starts with its creator's (ftr_sigguard_start_view()), the
- * program's handler of a guarded signal runs with its sa_mask and the signal itself added, and
- * the constructor takes the mask the process was started with. A guarded signal sent while the
- * view blocks it is held (by the thread for a tgkill(), raise() or pthread_kill(), SI_TKILL; by
- * the process otherwise: kill(), sigqueue(), timers) and sent again, to the thread itself and
- * with its siginfo, by the wrapper that opens it; sigpending() and sigwait() see it. One held of
- * each signal at most, per thread and per process: pending signals of one number merge, as the
- * kernel's do. Changed by the thread and its own handlers only (process: by any thread, through
- * the held slot's state). */
-#define GBIT(sig) (1ul << ((sig)-1))
-static __thread unsigned long view __attribute__((tls_model("initial-exec")));
-enum { H_EMPTY, H_WRITING, H_FULL, H_TAKING };
-struct held {
-    _Atomic unsigned char st;
-    siginfo_t info;
-};
-static __thread struct held theld[FTR_SIGGUARD_MAX] __attribute__((tls_model("initial-exec")));
-static struct held pheld[FTR_SIGGUARD_MAX];
-
-static unsigned long view_get(void)
+/* for sigview.c */
+int ftr_sigguard_count(void)
 {
-    atomic_signal_fence(memory_order_seq_cst);
-    return __atomic_load_n(&view, __ATOMIC_RELAXED);
+    return atomic_load_explicit(&gcount, memory_order_acquire);
 }
-static void view_put(unsigned long v)
+int ftr_sigguard_signal(int i)
 {
-    atomic_signal_fence(memory_order_seq_cst);
-    __atomic_store_n(&view, v, __ATOMIC_RELAXED);
-    atomic_signal_fence(memory_order_seq_cst);
+    return gsig[i];
 }
-
-/* A signal the view blocks: held, unless one is held already (they merge). */
-static void hold(struct held *h, int sig, const siginfo_t *si)
+unsigned long ftr_sigguard_bits(void)
 {
-    unsigned char e = H_EMPTY;
-    if (!atomic_compare_exchange_strong(&h->st, &e, H_WRITING)) return;
-    if (si) {
-        h->info = *si;
-    } else {
-        memset(&h->info, 0, sizeof h->info);
-        h->info.si_code = SI_USER;
-    }
-    h->info.si_signo = sig;
-    atomic_store_explicit(&h->st, H_FULL, memory_order_release);
+    return gmask;
 }
-static int take(struct held *h, siginfo_t *out)
+int ftr_sigguard_ours(void)
 {
-    unsigned char f = H_FULL;
-    if (atomic_load_explicit(&h->st, memory_order_relaxed) != H_FULL ||
-        !atomic_compare_exchange_strong(&h->st, &f, H_TAKING))
-        return 0;
-    *out = h->info;
-    atomic_store_explicit(&h->st, H_EMPTY, memory_order_release);
-    return 1;
-}
-/* the guarded signals held for this thread (its own and the process's) */
-static unsigned long held_bits(void)
-{
-    unsigned long b = 0;
-    int n = atomic_load_explicit(&gcount, memory_order_acquire);
-    for (int i = 0; i < n; i++)
-        if (atomic_load(&theld[i].st) != H_EMPTY || atomic_load(&pheld[i].st) != H_EMPTY)
-            b |= GBIT(gsig[i]);
-    return b;
-}
-/* Sent again to this thread with its siginfo (a thread may send itself any si_code): the
- * kernel has it open, so our handler gets it as the system call returns, and the view lets it
- * through to the program's action now. */
-static void resend(int sig, siginfo_t *si)
-{
-    syscall(SYS_rt_tgsigqueueinfo, (pid_t)syscall(SYS_getpid), (pid_t)syscall(SYS_gettid), sig, si);
-}
-/* The held signals the view no longer blocks, delivered. */
-static void deliver_open(void)
-{
-    int n = atomic_load_explicit(&gcount, memory_order_acquire);
-    for (int i = 0; i < n; i++) {
-        siginfo_t si;
-        if (view_get() & GBIT(gsig[i])) continue;
-        if (take(&theld[i], &si)) resend(gsig[i], &si);
-        if (take(&pheld[i], &si)) resend(gsig[i], &si);
-    }
-}
-/* The view becomes v; what it opens is delivered. */
-static void view_set(unsigned long v)
-{
-    unsigned long old = view_get();
-    view_put(v);
-    if (old & ~v & held_bits()) deliver_open();
-}
-/* Raised by the kernel for this thread's own instruction (an int3, a single step): the kernel
- * kills a thread that meets one blocked (or ignored). */
-static int synchronous(const siginfo_t *si)
-{
-    return si && (si->si_code > 0 || si->si_code == SI_KERNEL);
-}
-
-/* The program's handlers of guarded signals running on this thread (innermost last), with the
- * view each interrupted: a jump out of one (siglongjmp from a handler) restores that view when
- * the jump restores the mask, as the kernel's mask comes back from the jump buffer. */
-#define HREC_MAX 16
-static __thread struct hrec {
-    uintptr_t sp;
-    unsigned long view;
-} hrec[HREC_MAX] __attribute__((tls_model("initial-exec")));
-static __thread unsigned hrec_n __attribute__((tls_model("initial-exec")));
-
-void ftr_sigguard_jump(uintptr_t sp, int mask_saved)
-{
-    unsigned n = hrec_n;
-    unsigned long v = 0;
-    int left = 0;
-    while (n && n <= HREC_MAX && hrec[n - 1].sp < sp) {
-        v = hrec[--n].view;
-        left = 1;
-    }
-    if (!left) return;
-    atomic_signal_fence(memory_order_seq_cst);
-    hrec_n = n;
-    if (mask_saved) view_set(v);
-}
-
-unsigned long ftr_sigguard_view(void)
-{
-    return view_get();
-}
-
-/* An exec starts the new image with the kernel's mask, and keeps pending signals: the guarded
- * signals the view blocks go into the mask for the call, and those held are sent again, to
- * stay pending across it (not in a vfork child: they are its parent's). The exec failed: the
- * mask back (what was sent comes to our handler, to be held again). */
-static __thread sigset_t exec_saved __attribute__((tls_model("initial-exec")));
-static __thread int exec_blocked __attribute__((tls_model("initial-exec")));
-void ftr_sigguard_exec(int failed)
-{
-    if (failed) {
-        if (exec_blocked) kmask(SIG_SETMASK, &exec_saved, NULL);
-        exec_blocked = 0;
-        return;
-    }
-    sigset_t add;
-    sigemptyset(&add);
-    add.__val[0] = view_get();
-    exec_blocked = add.__val[0] != 0;
-    if (!exec_blocked) return;
-    kmask(SIG_BLOCK, &add, &exec_saved);
-    if (!ours()) return;
-    int n = atomic_load_explicit(&gcount, memory_order_acquire);
-    for (int i = 0; i < n; i++) {
-        siginfo_t si;
-        if (take(&theld[i], &si)) resend(gsig[i], &si);
-        if (take(&pheld[i], &si)) resend(gsig[i], &si);
-    }
-}
-
-int ftr_sigguard_spawn_mask(sigset_t *mask)
-{
-    unsigned long v = view_get();
-    if (!v || REAL(pthread_sigmask)(SIG_BLOCK, NULL, mask) != 0) return 0;
-    mask->__val[0] |= v;
-    return 1;
-}
-void ftr_sigguard_set_view(unsigned long v)
-{
-    view_set(v & gmask);
+    return ours();
 }
 
 static void load_words(int i, unsigned long *w)
@@ -453,11 +302,7 @@ uintptr_t ftr_sigguard_restorer(void)
 static void after_fork_child(void)
 {
     atomic_store(&gpid, (pid_t)syscall(SYS_getpid));
-    /* a child starts with nothing pending; its mask (and view) is its parent thread's */
-    for (int i = 0; i < FTR_SIGGUARD_MAX; i++) {
-        atomic_store(&theld[i].st, H_EMPTY);
-        atomic_store(&pheld[i].st, H_EMPTY);
-    }
+    ftr_view_forget_held(); /* a child starts with nothing pending; its view is its parent's */
 }
 
 void ftr_sigguard_init(const int *sigs, int n)
@@ -484,7 +329,7 @@ void ftr_sigguard_init(const int *sigs, int n)
     /* blocked since the process started (a parent's mask, kept across exec): the program's */
     sigset_t was;
     kmask(SIG_UNBLOCK, &set, &was);
-    view_put(view_get() | (was.__val[0] & gmask));
+    ftr_view_put(ftr_view_get() | (was.__val[0] & gmask));
     /* raw calls: a handler installed by other means keeps its exact flags and restorer */
     for (int s = 1; s < NSIG; s++) {
         struct ksa k;
@@ -564,7 +409,7 @@ static void default_action(int sig)
 /* Does the view of this thread block guarded signal sig? (Never in a vfork child.) */
 static int view_blocks(int sig)
 {
-    return (view_get() & GBIT(sig)) && ours();
+    return (ftr_view_get() & FTR_GBIT(sig)) && ours();
 }
 
 int ftr_sigguard_fatal(int sig, const siginfo_t *si)
@@ -572,9 +417,9 @@ int ftr_sigguard_fatal(int sig, const siginfo_t *si)
     int i = slot(sig);
     struct sigaction a;
     if (i < 0) return 0;
-    if (view_blocks(sig)) return synchronous(si);
+    if (view_blocks(sig)) return ftr_view_synchronous(si);
     view_read(i, &a);
-    if (a.sa_handler == SIG_IGN) return synchronous(si);
+    if (a.sa_handler == SIG_IGN) return ftr_view_synchronous(si);
     return a.sa_handler == SIG_DFL || (void *)a.sa_handler == atomic_load(&ours_fn[i]);
 }
 
@@ -588,20 +433,20 @@ void ftr_sigguard_chain(int sig, siginfo_t *si, void *uc)
     /* The program has it blocked here: one sent waits until the program opens it; one the
      * kernel raised for this thread's own instruction kills, as the kernel's would. */
     if (view_blocks(sig)) {
-        if (synchronous(si))
+        if (ftr_view_synchronous(si))
             default_action(sig);
         else
-            hold(si && si->si_code == SI_TKILL ? &theld[i] : &pheld[i], sig, si);
+            ftr_view_hold(i, sig, si);
         return;
     }
     for (;;) {
         chain_once(i, sig, si, uc);
         /* held while the handler had it blocked: delivered now, in the same context, as the
          * kernel delivers it at the handler's sigreturn */
-        if (view_get() & GBIT(sig) || !(take(&theld[i], &again) || take(&pheld[i], &again))) break;
+        if (ftr_view_get() & FTR_GBIT(sig) || !ftr_view_take(i, &again)) break;
         si = &again;
     }
-    deliver_open(); /* other guarded signals the handler held */
+    ftr_view_deliver_open(); /* other guarded signals the handler held */
 }
 
 static void chain_once(int i, int sig, siginfo_t *si, void *uc)
@@ -630,21 +475,17 @@ static void chain_once(int i, int sig, siginfo_t *si, void *uc)
      * anyway; we restore both on return. */
     sigset_t block = a.sa_mask, saved;
     strip(&block);
-    unsigned long v = view_get();
-    unsigned k = hrec_n;
-    if (k < HREC_MAX) hrec[k] = (struct hrec){(uintptr_t)__builtin_frame_address(0), v};
-    atomic_signal_fence(memory_order_seq_cst);
-    hrec_n = k + 1;
-    view_put(v | (a.sa_mask.__val[0] & gmask) | (a.sa_flags & SA_NODEFER ? 0 : GBIT(sig)));
+    unsigned long v = ftr_view_get();
+    unsigned k = ftr_view_handler_starts((uintptr_t)__builtin_frame_address(0), v);
+    ftr_view_put(v | (a.sa_mask.__val[0] & gmask) | (a.sa_flags & SA_NODEFER ? 0 : FTR_GBIT(sig)));
     kmask(SIG_BLOCK, &block, &saved);
     if (a.sa_flags & SA_SIGINFO)
         a.sa_sigaction(sig, si, uc);
     else /* the kernel passes info and context to every handler (x86_64) */
         ((void (*)(int, siginfo_t *, void *))(void (*)(void))a.sa_handler)(sig, si, uc);
     kmask(SIG_SETMASK, &saved, NULL);
-    view_put(v);
-    atomic_signal_fence(memory_order_seq_cst);
-    hrec_n = k;
+    ftr_view_put(v);
+    ftr_view_handler_ends(k);
 }
 
 /* ---- dispositions ---- */
@@ -692,16 +533,16 @@ EXPORT sighandler_t sigset(int sig, sighandler_t h)
 {
     int i = guarded_here(sig);
     if (i < 0) return unhidden(REAL(sigset)(sig, h));
-    unsigned long v = view_get();
+    unsigned long v = ftr_view_get();
     struct sigaction o;
     if (h == SIG_HOLD) {
         view_read(i, &o);
-        view_set(v | GBIT(sig));
+        ftr_view_set(v | FTR_GBIT(sig));
     } else {
         o.sa_handler = set_handler(i, sig, h, 0, 0);
-        view_set(v & ~GBIT(sig));
+        ftr_view_set(v & ~FTR_GBIT(sig));
     }
-    return v & GBIT(sig) ? SIG_HOLD : o.sa_handler;
+    return v & FTR_GBIT(sig) ? SIG_HOLD : o.sa_handler;
 }
 
 EXPORT int sigignore(int sig)
@@ -736,7 +577,7 @@ static int set_mask(int (*fn)(int, const sigset_t *, sigset_t *), int how, const
                     sigset_t *old)
 {
     sigset_t buf;
-    unsigned long v = view_get(), nv = v, g = set ? set->__val[0] & gmask : 0;
+    unsigned long v = ftr_view_get(), nv = v, g = set ? set->__val[0] & gmask : 0;
     if (set && (how == SIG_BLOCK || how == SIG_UNBLOCK || how == SIG_SETMASK))
         nv = how == SIG_BLOCK ? v | g : how == SIG_UNBLOCK ? v & ~g : g;
     /* (only a call that involves a guarded signal pays for strips()' system call) */
@@ -746,10 +587,10 @@ static int set_mask(int (*fn)(int, const sigset_t *, sigset_t *), int how, const
         strip(&buf);
         set = &buf;
     }
-    view_put(v | nv);
+    ftr_view_put(v | nv);
     int r = fn(how, set, old);
     if (r == 0 && old) old->__val[0] = (old->__val[0] & ~gmask) | v;
-    view_set(r == 0 ? nv : v);
+    ftr_view_set(r == 0 ? nv : v);
     return r;
 }
 EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
@@ -763,7 +604,7 @@ EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 EXPORT int sigpending(sigset_t *set)
 {
     int r = REAL(sigpending)(set);
-    unsigned long h = r == 0 ? held_bits() : 0;
+    unsigned long h = r == 0 ? ftr_view_held() : 0;
     if (h && strips()) set->__val[0] |= h;
     return r;
 }
@@ -785,7 +626,7 @@ static const sigset_t *wait_begin(const sigset_t *ss, sigset_t *buf, struct wait
     w->on = w->blocked = w->delivered = 0;
     if (!ss) return ss;
     *buf = *ss;
-    unsigned long v = view_get(), nv = buf->__val[0] & gmask;
+    unsigned long v = ftr_view_get(), nv = buf->__val[0] & gmask;
     if ((!v && !nv) || !strips()) return ss; /* nothing to do; a vfork child's own mask */
     w->on = 1;
     w->v = v;
@@ -796,15 +637,15 @@ static const sigset_t *wait_begin(const sigset_t *ss, sigset_t *buf, struct wait
         sigdelset(&all, SIGSYS);
         kmask(SIG_BLOCK, &all, &w->saved);
         w->blocked = 1;
-        view_put(nv);
-        if (held_bits() & ~nv) {
+        ftr_view_put(nv);
+        if (ftr_view_held() & ~nv) {
             kmask(SIG_SETMASK, buf, NULL); /* the wait's mask, as the kernel's handler sees it */
-            deliver_open();
+            ftr_view_deliver_open();
             w->delivered = 1;
         }
         return buf;
     }
-    view_put(nv);
+    ftr_view_put(nv);
     return buf;
 }
 static void wait_end(const struct wait_mask *w)
@@ -812,7 +653,7 @@ static void wait_end(const struct wait_mask *w)
     if (!w->on) return;
     int e = errno;
     if (w->blocked) kmask(SIG_SETMASK, &w->saved, NULL);
-    view_set(w->v);
+    ftr_view_set(w->v);
     errno = e;
 }
 #define WAIT_CALL(ss, call_with_buf, intr_value)                                                   \
@@ -840,36 +681,36 @@ EXPORT int __sigsuspend(const sigset_t *set) ALIAS(sigsuspend);
 EXPORT int sighold(int sig)
 {
     if (guarded_here(sig) < 0) return REAL(sighold)(sig);
-    view_set(view_get() | GBIT(sig));
+    ftr_view_set(ftr_view_get() | FTR_GBIT(sig));
     return 0;
 }
 EXPORT int sigrelse(int sig)
 {
     if (guarded_here(sig) < 0) return REAL(sigrelse)(sig);
-    view_set(view_get() & ~GBIT(sig));
+    ftr_view_set(ftr_view_get() & ~FTR_GBIT(sig));
     return 0;
 }
 EXPORT int sigblock(int mask)
 {
     if (!strips()) return REAL(sigblock)(mask);
-    unsigned long v = view_get(), g = (unsigned)mask & gmask;
-    view_put(v | g);
+    unsigned long v = ftr_view_get(), g = (unsigned)mask & gmask;
+    ftr_view_put(v | g);
     int r = REAL(sigblock)(stripped_bits(mask));
     return (r & ~LOW32(gmask)) | LOW32(v);
 }
 EXPORT int sigsetmask(int mask)
 {
     if (!strips()) return REAL(sigsetmask)(mask);
-    unsigned long v = view_get(), g = (unsigned)mask & gmask;
-    view_put(v | g);
+    unsigned long v = ftr_view_get(), g = (unsigned)mask & gmask;
+    ftr_view_put(v | g);
     int r = REAL(sigsetmask)(stripped_bits(mask));
-    view_set(g);
+    ftr_view_set(g);
     return (r & ~LOW32(gmask)) | LOW32(v);
 }
 EXPORT int siggetmask(void)
 {
     int r = REAL(siggetmask)();
-    return strips() ? (r & ~LOW32(gmask)) | LOW32(view_get()) : r;
+    return strips() ? (r & ~LOW32(gmask)) | LOW32(ftr_view_get()) : r;
 }
 /* BSD sigpause(mask) and __sigpause(sig, 1) (X/Open's: the mask less sig) are sigsuspend() */
 EXPORT int ftr_bsd_sigpause(int mask) /* exported as sigpause: BSD's, which takes a mask */
@@ -918,8 +759,7 @@ static int take_waited(const sigset_t *set, siginfo_t *out)
     int n = atomic_load_explicit(&gcount, memory_order_acquire);
     if (!set || !(set->__val[0] & gmask) || !strips()) return 0;
     for (int i = 0; i < n; i++)
-        if ((set->__val[0] & GBIT(gsig[i])) && (take(&theld[i], out) || take(&pheld[i], out)))
-            return gsig[i];
+        if ((set->__val[0] & FTR_GBIT(gsig[i])) && ftr_view_take(i, out)) return gsig[i];
     return 0;
 }
 EXPORT int sigwait(const sigset_t *set, int *sig)
@@ -978,7 +818,7 @@ EXPORT int pthread_attr_getsigmask_np(const pthread_attr_t *attr, sigset_t *ss)
 unsigned long ftr_sigguard_start_view(const pthread_attr_t *attr)
 {
     sigset_t s;
-    if (!attr || REAL(pthread_attr_getsigmask_np)(attr, &s) != 0) return view_get();
+    if (!attr || REAL(pthread_attr_getsigmask_np)(attr, &s) != 0) return ftr_view_get();
     return s.__val[2] == ATTR_TAG ? s.__val[1] & gmask : 0;
 }
 
@@ -995,12 +835,12 @@ static void strip_context(const ucontext_t *ucp)
 static void context_view(const ucontext_t *ucp)
 {
     if (ucp && ucp->uc_sigmask.__val[2] == CTX_TAG && strips())
-        view_set(ucp->uc_sigmask.__val[1] & gmask);
+        ftr_view_set(ucp->uc_sigmask.__val[1] & gmask);
 }
 /* The tracer follows coroutine switches (hooks.c): which stack runs inside which. */
 EXPORT int swapcontext(ucontext_t *restrict oucp, const ucontext_t *restrict ucp)
 {
-    unsigned long v = view_get();
+    unsigned long v = ftr_view_get();
     if (oucp && strips()) {
         oucp->uc_sigmask.__val[1] = v;
         oucp->uc_sigmask.__val[2] = CTX_TAG;
@@ -1011,19 +851,19 @@ EXPORT int swapcontext(ucontext_t *restrict oucp, const ucontext_t *restrict ucp
     if (ucp) ftr_context_switch(here, (uintptr_t)ucp->uc_mcontext.gregs[REG_RSP]);
     int rc = REAL(swapcontext)(oucp, ucp);
     ftr_context_switch(here, 0); /* resumed (or the switch failed) */
-    if (rc != 0) view_set(v);
+    if (rc != 0) ftr_view_set(v);
     return rc;
 }
 EXPORT int setcontext(const ucontext_t *ucp)
 {
-    unsigned long v = view_get();
+    unsigned long v = ftr_view_get();
     context_view(ucp);
     strip_context(ucp);
     if (ucp)
         ftr_context_switch((uintptr_t)__builtin_frame_address(0),
                            (uintptr_t)ucp->uc_mcontext.gregs[REG_RSP]);
     int rc = REAL(setcontext)(ucp);
-    view_set(v); /* it failed */
+    ftr_view_set(v); /* it failed */
     return rc;
 }
 

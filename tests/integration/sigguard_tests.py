@@ -3,12 +3,12 @@
 the program believes what it asked for.
 
 Nothing in libftrace.so calls it yet in every build, so this builds a test-only preload from
-preload/sigguard.c and progs/sigguard_shim.c (its constructor guards both signals and installs a
-handler that counts and chains to the program's action), and runs progs/sigguard_prog.c in each
-mode untraced ("plain") and with the shim preloaded ("shim"). Where the program must not tell the
-difference the two outputs (and how the process ended) must be identical; elsewhere the shim's
-output must differ exactly as documented (guarded signals never blocked in the kernel, /proc's
-SigBlk; a signalfd never told of one).
+preload/sigguard.c, preload/sigview.c and progs/sigguard_shim.c (its constructor guards both
+signals and installs a handler that counts and chains to the program's action), and runs
+progs/sigguard_prog.c in each mode untraced ("plain") and with the shim preloaded ("shim").
+Where the program must not tell the difference the two outputs (and how the process ended) must
+be identical; elsewhere the shim's output must differ exactly as documented (guarded signals
+never blocked in the kernel, /proc's SigBlk; a signalfd never told of one).
 
 usage: sigguard_tests.py [--cc CC] [--keep]
 """
@@ -49,6 +49,7 @@ def build(cc, tmp):
     prog = os.path.join(tmp, "sigguard_prog")
     for cmd in ([cc] + flags + ["-shared", "-fPIC", "-fvisibility=hidden", "-I", PRELOAD,
                                 os.path.join(PRELOAD, "sigguard.c"),
+                                os.path.join(PRELOAD, "sigview.c"),
                                 os.path.join(PROGS, "sigguard_shim.c"), "-o", shim, "-ldl"],
                 [cc] + flags + [os.path.join(PROGS, "sigguard_prog.c"), "-o", prog, "-ldl"]):
         r = buildcache.run(cmd, capture_output=True, text=True, timeout=120)
