@@ -36,6 +36,7 @@ static void *open_base(const char *file, int mode, const void *caller)
     if (!real_dlopen) return NULL;
     char path[4096];
     ftr_modules_lock(1);
+    unsigned threads = ftr_threads_made();
     void *h = NULL;
     if (file && !strchr(file, '/'))
         h = real_dlopen(file, mode | RTLD_NOLOAD); /* already loaded: no search happens */
@@ -48,7 +49,7 @@ static void *open_base(const char *file, int mode, const void *caller)
             h = real_dlopen(file, mode); /* same error message as without us */
     }
     if (h && !(mode & RTLD_NOLOAD)) {
-        ftr_modules_rescan();
+        ftr_modules_rescan(ftr_threads_made() == threads);
         ftr_libunwind_resolve(); /* a library linked with -lunwind, opened RTLD_GLOBAL */
         ftr_unwind_fde_resolve();
     }
@@ -115,7 +116,7 @@ __attribute__((visibility("default"))) int dlclose(void *handle)
     if (!real_dlclose) return -1;
     ftr_modules_lock(1);
     int rc = real_dlclose(handle);
-    if (rc == 0) ftr_modules_rescan();
+    if (rc == 0) ftr_modules_rescan(0);
     ftr_modules_lock(0);
     return rc;
 }

@@ -563,20 +563,12 @@ static void flush_for_fatal(int sig)
     }
 }
 
-/* The program's SIGTRAP handler: running, and one held meanwhile. Read and written by nested
- * handlers of this thread, so volatile: the compiler must keep each access where it is (it
- * once read prog_trap_pending before clearing prog_trap_depth, and a SIGTRAP landing between
- * the two was held for good). */
-static __thread volatile sig_atomic_t prog_trap_depth, prog_trap_pending;
-static __thread siginfo_t prog_trap_info;
-
 /* SIGTRAP is always ours (sigguard.c keeps it so): first a thread that met a site during a
  * breakpoint batch, sent on; otherwise the program's own handler, or its default action (the
  * trace is flushed first, as for the other fatal signals). */
 static void on_sigtrap(int sig, siginfo_t *si, void *uc)
 {
     int saved = errno;
-    siginfo_t held;
     if (ftr_bp_trap(si, uc)) {
         errno = saved;
         return;
@@ -591,32 +583,12 @@ static void on_sigtrap(int sig, siginfo_t *si, void *uc)
         errno = saved;
         return;
     }
-    struct sigaction pa;
-    ftr_sigguard_program_action(sig, &pa);
-    if (!(pa.sa_flags & SA_SIGINFO) && pa.sa_handler == SIG_DFL) flush_for_fatal(sig);
-    /* Our handler runs with SIGTRAP open (SA_NODEFER), the program's must not: without
-     * SA_NODEFER the kernel would have blocked it meanwhile. One sent while the program's
-     * handler runs is held (pending signals of a number merge into one, as the kernel's) and
-     * delivered when that handler returns, with the same context (the one the kernel would give
-     * at the unblocking sigreturn). */
-    if (prog_trap_depth && si && si->si_code <= 0 && !(pa.sa_flags & SA_NODEFER)) {
-        prog_trap_info = *si;
-        atomic_signal_fence(memory_order_seq_cst); /* the siginfo before the flag */
-        prog_trap_pending = 1;
-        errno = saved;
-        return;
-    }
-    for (;;) {
-        errno = saved;
-        prog_trap_depth = 1;
-        ftr_sigguard_chain(sig, si, uc);
-        prog_trap_depth = 0; /* from here on a SIGTRAP is delivered, not held */
-        if (!prog_trap_pending) break;
-        prog_trap_pending = 0;
-        atomic_signal_fence(memory_order_seq_cst); /* the flag before the siginfo */
-        held = prog_trap_info;
-        si = &held;
-    }
+    /* The program's action, as its mask has it (sigguard.c): held while the program blocks
+     * it (also while its own SIGTRAP handler runs, without SA_NODEFER: our handler leaves
+     * SIGTRAP open in the kernel), delivered when it opens it. */
+    if (ftr_sigguard_fatal(sig, si)) flush_for_fatal(sig);
+    errno = saved;
+    ftr_sigguard_chain(sig, si, uc);
     errno = saved;
 }
 

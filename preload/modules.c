@@ -50,6 +50,7 @@ struct mod {
     int gone;               /* unloaded (dlclose): its sites are forgotten */
     int seen;               /* scratch: found by the last dl_iterate_phdr walk */
     int is_main;            /* the executable */
+    int fresh;              /* found by this rescan, loaded while no thread was made */
     struct ftr_libcalls lc; /* its library calls (libcalls.c) */
 };
 
@@ -59,6 +60,10 @@ static struct mod *mods;
 static size_t nmods;
 static uint32_t next_site = 1, next_module_id;
 static char exe_path[4096]; /* the executable, as /proc/self/exe said at start */
+
+/* rewrites that waited for a thread seen running with SIGTRAP blocked, and how long in all
+ * (ftrace-ctl status) */
+static unsigned blocked_waits, blocked_wait_ms;
 
 /* the last rewrite, for FTRACE_VERBOSE */
 static struct {
@@ -347,27 +352,42 @@ static uint64_t ns_since(const struct timespec *a)
            (uint64_t)a->tv_nsec;
 }
 
-/* Writes the pokes, alone or live (see the top of this file); alone_only: never live.
- * @return 0, -1 (err: the write failed), -2 (err: live needed and not possible). */
-static int write_pokes(struct patch_job *job, int alone_only, char *err, size_t errlen)
+/* How a job may be written: live where other threads run (W_LIVE), never live (W_ALONE_ONLY:
+ * 5 x 90 sites without a mirror), or, for the text of a module just loaded while no thread was
+ * made, which no other thread can be running yet: live where possible, else alone (W_FRESH),
+ * or alone (W_FRESH_ALONE: its 5 x 90 sites without a mirror). */
+enum { W_LIVE, W_ALONE_ONLY, W_FRESH, W_FRESH_ALONE };
+
+static int write_alone(struct patch_job *job, const char *how, const struct timespec *t0, char *err,
+                       size_t errlen)
 {
+    last.how = how;
+    job->refused = ftr_text_poke(job->pokes, job->n, job->bad, job->n);
+    last.live.ns = ns_since(t0);
+    if (job->refused < 0) snprintf(err, errlen, "cannot rewrite code: %s", strerror(errno));
+    return job->refused < 0 ? -1 : 0;
+}
+
+/* Writes the pokes, alone or live (see the top of this file).
+ * @return 0, -1 (err: the write failed), -2 (err: live needed and not possible). */
+static int write_pokes(struct patch_job *job, int how, char *err, size_t errlen)
+{
+    int alone_only = how == W_ALONE_ONLY;
     memset(&last, 0, sizeof last);
     last.pokes = job->n;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (ftr_stw_others() == 0) {
-        last.how = "alone";
-        job->refused = ftr_text_poke(job->pokes, job->n, job->bad, job->n);
-        last.live.ns = ns_since(&t0);
-        if (job->refused < 0) snprintf(err, errlen, "cannot rewrite code: %s", strerror(errno));
-        return job->refused < 0 ? -1 : 0;
-    }
+    if (ftr_stw_others() == 0) return write_alone(job, "alone", &t0, err, errlen);
+    if (how == W_FRESH_ALONE) return write_alone(job, "alone (just loaded)", &t0, err, errlen);
     int dbg = debugger_pid(), blocker = dbg ? 0 : ftr_stw_blocking_running(SIGTRAP);
     /* a thread pthread_create() is starting runs with every signal blocked for a moment */
-    for (int i = 0; blocker > 0 && i < 200; i++) {
+    /* (text just loaded is written alone instead: no need to wait) */
+    blocked_waits += blocker > 0 && how != W_FRESH;
+    for (int i = 0; blocker > 0 && how != W_FRESH && i < 200; i++) {
         struct timespec ms = {0, 1000 * 1000};
         nanosleep(&ms, NULL);
         blocker = ftr_stw_blocking_running(SIGTRAP);
+        blocked_wait_ms++;
     }
     if (alone_only)
         snprintf(err, errlen,
@@ -381,6 +401,8 @@ static int write_pokes(struct patch_job *job, int alone_only, char *err, size_t 
         snprintf(err, errlen,
                  "thread %d runs with SIGTRAP blocked: code is not rewritten while it runs",
                  blocker);
+    if ((dbg > 0 || blocker > 0) && how == W_FRESH)
+        return write_alone(job, "alone (just loaded)", &t0, err, errlen);
     if (alone_only || dbg > 0 || blocker > 0) return -2;
     last.how = "live";
     job->refused = ftr_text_poke_live(job->pokes, job->n, job->bad, job->n, &last.live);
@@ -425,11 +447,13 @@ static int repatch(char *err, size_t errlen)
     struct ftr_site **which = (struct ftr_site **)(pokes + total);
     size_t *bad = (size_t *)(which + total);
     uint8_t *want = (uint8_t *)(bad + total);
-    /* first the pokes that may be written live, then (from `sleds` on) the first conversions
-     * of 5 x 90 sites that have no sled mirror: those only alone */
-    size_t n = 0, sleds = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) sleds = n;
+    /* In groups, written in this order: the pokes that may be written live (W_LIVE), those of
+     * modules just loaded while no thread was made (W_FRESH, then their W_FRESH_ALONE ones),
+     * and the first conversions of 5 x 90 sites that have no sled mirror (W_ALONE_ONLY). */
+    static const int order[4] = {W_LIVE, W_FRESH, W_FRESH_ALONE, W_ALONE_ONLY};
+    size_t n = 0, from[5] = {0};
+    for (int g = 0; g < 4; g++) {
+        from[g] = n;
         for (size_t k = 0; k < nmods; k++) {
             struct mod *md = &mods[k];
             if (!md->ready || md->gone) continue;
@@ -439,7 +463,9 @@ static int repatch(char *err, size_t errlen)
                 if (s->patched == w || s->patched == FTR_SITE_BROKEN) continue;
                 int alone_only =
                     s->shape == FTR_SHAPE_NOPS && !sled(md, s) && s->patched == FTR_SITE_ORIGINAL;
-                if (alone_only != pass) continue;
+                int how = md->fresh ? (alone_only ? W_FRESH_ALONE : W_FRESH)
+                                    : (alone_only ? W_ALONE_ONLY : W_LIVE);
+                if (how != order[g]) continue;
                 struct ftr_poke *p = &pokes[n];
                 p->addr = s->addr;
                 p->len = s->len;
@@ -451,26 +477,24 @@ static int repatch(char *err, size_t errlen)
             }
         }
     }
+    from[4] = n;
     int rc = 0;
-    if (sleds) {
-        struct patch_job job = {.pokes = pokes, .n = sleds, .bad = bad};
-        rc = write_pokes(&job, 0, err, errlen);
-        if (rc == 0) settle(&job, which, want);
-    }
-    if (rc == 0 && n > sleds) {
-        struct patch_job job = {.pokes = pokes + sleds, .n = n - sleds, .bad = bad};
-        int r = write_pokes(&job, 1, err, errlen);
-        if (r == 0) {
-            settle(&job, which + sleds, want + sleds);
-        } else if (r == -2) { /* never: a thread could be stopped between two of the NOPs */
-            ftr_msg("%s: %zu functions are not traced", err, n - sleds);
-            for (size_t i = sleds; i < n; i++) {
+    for (int g = 0; g < 4 && rc == 0; g++) {
+        size_t lo = from[g], hi = from[g + 1];
+        if (lo == hi) continue;
+        struct patch_job job = {.pokes = pokes + lo, .n = hi - lo, .bad = bad};
+        rc = write_pokes(&job, order[g], err, errlen);
+        if (rc == 0) {
+            settle(&job, which + lo, want + lo);
+        } else if (rc == -2 && order[g] == W_ALONE_ONLY) {
+            /* never: a thread could be stopped between two of the NOPs */
+            ftr_msg("%s: %zu functions are not traced", err, hi - lo);
+            for (size_t i = lo; i < hi; i++) {
                 which[i]->patched = FTR_SITE_BROKEN;
                 ftr_g.skipped++;
                 note_skipped(which[i]->name);
             }
-        } else {
-            rc = -1;
+            rc = 0;
         }
     }
     if (rc == -2) rc = -1;
@@ -492,7 +516,7 @@ static int traced_at(uint64_t addr)
 
 /* Builds the stubs of the modules found since the last call and describes them to the trace.
  * Must hold mods_lock. */
-static void prepare_new(void)
+static void prepare_new(int fresh)
 {
     struct ftr_enc *enc = ftr_enc_new(ftr_cfg.zstd_level);
     struct ftr_buf meta = {0};
@@ -509,6 +533,7 @@ static void prepare_new(void)
         map_mirror(md);
         ftr_libcalls_scan(&md->m, md->is_main, &next_site, traced_at, &md->lc);
         md->ready = 1;
+        md->fresh = fresh;
         if (enc) describe(enc, md, &meta);
         ftr_g.sites += md->m.nsites;
         ftr_g.libcalls += md->lc.n;
@@ -554,11 +579,14 @@ size_t ftr_modules_scan(void)
     return total;
 }
 
-int ftr_modules_patch(char *err, size_t errlen)
+/* ftr_modules_patch() with the modules found now taken as just loaded (fresh) or not */
+static int patch(int fresh, char *err, size_t errlen)
 {
     pthread_mutex_lock(&mods_lock);
-    prepare_new();
+    prepare_new(fresh);
     int rc = repatch(err, errlen);
+    for (size_t k = 0; k < nmods; k++)
+        mods[k].fresh = 0;
     size_t used;
     ftr_g.patched = count_traced(&used, &ftr_g.through);
     if (rc == 0 && ftr_cfg.verbose && last.how)
@@ -569,6 +597,19 @@ int ftr_modules_patch(char *err, size_t errlen)
                 (unsigned long long)last.live.traps);
     pthread_mutex_unlock(&mods_lock);
     return rc;
+}
+
+int ftr_modules_patch(char *err, size_t errlen)
+{
+    return patch(0, err, errlen);
+}
+
+void ftr_modules_blocked_waits(unsigned *rewrites, unsigned *ms)
+{
+    pthread_mutex_lock(&mods_lock);
+    *rewrites = blocked_waits;
+    *ms = blocked_wait_ms;
+    pthread_mutex_unlock(&mods_lock);
 }
 
 void ftr_modules_describe(struct ftr_buf *out)
@@ -598,7 +639,7 @@ static int text_mapped(const struct mod *md)
 
 /* After dlopen(): scan and patch what it brought. After dlclose(): forget the modules that are
  * no longer mapped (site indices are never reused, so no stale name can come back). */
-void ftr_modules_rescan(void)
+void ftr_modules_rescan(int fresh_alone)
 {
     if (!ftr_g.ready) return;
     pthread_mutex_lock(&mods_lock);
@@ -631,7 +672,7 @@ void ftr_modules_rescan(void)
     }
     pthread_mutex_unlock(&mods_lock);
     char err[256];
-    if (ftr_modules_patch(err, sizeof err) < 0) ftr_msg("%s; new functions are not traced", err);
+    if (patch(fresh_alone, err, sizeof err) < 0) ftr_msg("%s; new functions are not traced", err);
 }
 
 void ftr_modules_values_refresh(void)

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "ftr_env.h"
+#include "sigguard.h"
 #include "tracer.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -194,14 +195,17 @@ static char **session_envp(char *const env[], char **out, char *ld, size_t ldlen
 
 /* Runs an exec: flush this image's trace first, resume it if the exec fails. The new image's
  * environment is made after the flush: it carries the summary line's totals (summary.c) when
- * the file at dirfd/path (or the open fd) will load us. */
+ * the file at dirfd/path (or the open fd) will load us. It gets the program's mask
+ * (sigguard.h). */
 #define DO_EXEC(envp, env, dirfd, path, fd, call)                                                  \
     do {                                                                                           \
         int finished_ = ftr_finish(FTR_END_EXEC, 0);                                               \
+        ftr_sigguard_exec(0);                                                                      \
         const char *carry_ = finished_ ? ftr_summary_exec(loads_preload(dirfd, path, fd)) : NULL;  \
         SESSION_ENVP(envp, env, carry_);                                                           \
         int rc_ = (call);                                                                          \
         int errno_ = errno;                                                                        \
+        ftr_sigguard_exec(1);                                                                      \
         if (finished_) ftr_resume();                                                               \
         errno = errno_;                                                                            \
         return rc_;                                                                                \
@@ -345,12 +349,30 @@ EXPORT int execle(const char *path, const char *arg, ...)
     return execve(path, argv, envp);
 }
 
+/* A child that does not get a mask of its own gets the program's (sigguard.h): a copy of the
+ * attributes that says so. @return attr, or buf */
+static const posix_spawnattr_t *spawn_attr(const posix_spawnattr_t *attr, posix_spawnattr_t *buf)
+{
+    short flags = 0;
+    sigset_t mask;
+    if (attr && posix_spawnattr_getflags(attr, &flags) != 0) return attr;
+    if ((flags & POSIX_SPAWN_SETSIGMASK) || !ftr_sigguard_spawn_mask(&mask)) return attr;
+    if (attr)
+        *buf = *attr;
+    else if (posix_spawnattr_init(buf) != 0)
+        return attr;
+    posix_spawnattr_setflags(buf, (short)(flags | POSIX_SPAWN_SETSIGMASK));
+    posix_spawnattr_setsigmask(buf, &mask);
+    return buf;
+}
+
 EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
                        const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
     if (!real_posix_spawn) return ENOSYS;
     SESSION_ENVP(envp, env, NULL);
-    return real_posix_spawn(pid, path, fa, attr, argv, env);
+    posix_spawnattr_t buf;
+    return real_posix_spawn(pid, path, fa, spawn_attr(attr, &buf), argv, env);
 }
 
 EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
@@ -358,7 +380,8 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
 {
     if (!real_posix_spawnp) return ENOSYS;
     SESSION_ENVP(envp, env, NULL);
-    return real_posix_spawnp(pid, file, fa, attr, argv, env);
+    posix_spawnattr_t buf;
+    return real_posix_spawnp(pid, file, fa, spawn_attr(attr, &buf), argv, env);
 }
 
 /* daemon(): glibc's parent leaves through its internal _exit, which no wrapper sees, and would

@@ -415,18 +415,21 @@ void ftr_status(struct ftr_buf *out)
 {
     char line[4600];
     uint64_t hz = ftr_g.tsc_hz ? ftr_g.tsc_hz : 1;
+    unsigned waits, waited;
+    ftr_modules_blocked_waits(&waits, &waited);
     pthread_mutex_lock(&settings_lock);
-    int n = snprintf(
-        line, sizeof line,
-        "pid: %u\ntracing: %s\nfilter: %s\ngraph-function: %s\nnotrace: %s\n"
-        "max-depth: %u\nthreshold: %.3f us\nlibcalls: %s (%" PRIu64 " found)\nsites: %" PRIu64
-        "\ntraced: %" PRIu64 "\nskipped: %" PRIu64 "\nevents: %" PRIu64 "\nlost: %" PRIu64
-        "\nbytes written: %" PRIu64 "\noutput: %s\n",
-        ftr_g.pid, enabled ? "on" : "off", filter_expr ? filter_expr : "(all)",
-        graph_expr ? graph_expr : "(none)", notrace_expr ? notrace_expr : "(none)",
-        ftr_hot.max_depth, (double)ftr_hot.threshold_ticks * 1e6 / (double)hz,
-        ftr_libcalls_enabled() ? "on" : "off", ftr_g.libcalls, ftr_g.sites, ftr_g.patched,
-        ftr_g.skipped, ftr_writer_events(), ftr_lost_events(), ftr_writer_bytes(), ftr_cfg.output);
+    int n = snprintf(line, sizeof line,
+                     "pid: %u\ntracing: %s\nfilter: %s\ngraph-function: %s\nnotrace: %s\n"
+                     "max-depth: %u\nthreshold: %.3f us\nlibcalls: %s (%" PRIu64
+                     " found)\nsites: %" PRIu64 "\ntraced: %" PRIu64 "\nskipped: %" PRIu64
+                     "\nevents: %" PRIu64 "\nlost: %" PRIu64 "\nbytes written: %" PRIu64
+                     "\noutput: %s\nwaited for SIGTRAP blocked: %u rewrites, %u ms\n",
+                     ftr_g.pid, enabled ? "on" : "off", filter_expr ? filter_expr : "(all)",
+                     graph_expr ? graph_expr : "(none)", notrace_expr ? notrace_expr : "(none)",
+                     ftr_hot.max_depth, (double)ftr_hot.threshold_ticks * 1e6 / (double)hz,
+                     ftr_libcalls_enabled() ? "on" : "off", ftr_g.libcalls, ftr_g.sites,
+                     ftr_g.patched, ftr_g.skipped, ftr_writer_events(), ftr_lost_events(),
+                     ftr_writer_bytes(), ftr_cfg.output, waits, waited);
     pthread_mutex_unlock(&settings_lock);
     ftr_buf_append(out, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
 }

@@ -20,20 +20,18 @@
  * pushed just after it). signalfd: the guarded signals are also taken out of the set it watches.
  * It only receives blocked signals, but a reader sleeping on it dequeues any signal of its set,
  * blocked or not, before any handler runs, which would steal a trap of ours; so the
- * program's signalfd never reports a guarded signal (its action gets it instead). A program
- * reading a mask back sees the real one (guarded signals unblocked).
+ * program's signalfd never reports a guarded signal (its action gets it instead).
  *
- * Left alone: sigwait, sigwaitinfo, sigtimedwait wait for signals, they do not block them (the
- * kernel unblocks the set only for the wait, whose dequeue then bypasses handlers; a synchronous
- * SIGTRAP is never dequeued by another thread's wait). Also sigrelse, __xpg_sigpause, siggetmask
- * (they only unblock or read), posix_spawnattr_setsigmask (the mask of a new program: a traced
- * one guards itself at start, an untraced one gets what was asked) and sigvec (compat only).
+ * The program's view. What the program blocks of the guarded signals is kept per thread
+ * (sigview.c): a mask read back has them as the program set them,
+ * sigpending() shows those held, sigwait, sigwaitinfo and sigtimedwait take them (they wait for
+ * signals, they do not block them: the kernel unblocks the set only for the wait, and a
+ * synchronous SIGTRAP is never dequeued by another thread's wait). Left alone:
+ * posix_spawnattr_setsigmask (the mask of a new program: a traced one takes it as its view at
+ * start, an untraced one gets what was asked) and sigvec (compat only).
  *
- * Not emulated: a guarded signal the program believes blocked reaches its action (a SIGTRAP it
- * raised with int3 would kill it without us); setting SIG_IGN does not discard a pending one;
- * the program's SA_ONSTACK and SA_RESTART (ours apply), and its sa_mask. Emulated by init.c's
- * handler: its own signal stays blocked while its handler runs (SA_NODEFER not set), for a
- * SIGTRAP someone sends: held and delivered when the handler returns.
+ * Not emulated: setting SIG_IGN does not discard a pending one; the program's SA_ONSTACK and
+ * SA_RESTART (ours apply); the limits of the view (docs/design.md, "The program's mask").
  *
  * Hidden: a handler of ours that stands in for an unguarded signal's default action
  * (ftr_sigguard_hide(): init.c's, which ends the trace first) reads back as SIG_DFL, as the
@@ -51,9 +49,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <mqueue.h>
 #include <sys/epoll.h>
-#include <sys/mman.h>
 #include <sys/select.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
@@ -62,6 +58,7 @@
 #include <unistd.h>
 
 #include "sigguard.h"
+#include "sigview.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define ALIAS(f) __attribute__((alias(#f)))
@@ -86,7 +83,9 @@ int ftr_bsd_sigpause(int mask) __asm__("sigpause"); /* the header's sigpause: __
 #define REALS(X) X(sigaction) X(signal) X(__sysv_signal) X(sigset) X(sighold) X(sigignore) \
     X(siginterrupt) X(sigprocmask) X(pthread_sigmask) X(sigsuspend) X(sigpause) X(__sigpause) \
     X(sigblock) X(sigsetmask) X(ppoll) X(__ppoll_chk) X(pselect) X(epoll_pwait) X(signalfd) \
-    X(swapcontext) X(setcontext) X(pthread_attr_setsigmask_np) X(_Fork) REALS_2_35(X)
+    X(swapcontext) X(setcontext) X(pthread_attr_setsigmask_np) X(_Fork) X(sigpending) \
+    X(sigrelse) X(siggetmask) X(sigwait) X(sigwaitinfo) X(sigtimedwait) \
+    X(pthread_attr_getsigmask_np) REALS_2_35(X)
 enum { /* R_sigpause is BSD sigpause, not __xpg_sigpause: dlsym() sees the name, not the label */
 #define X(f) R_##f,
     REALS(X)
@@ -196,6 +195,24 @@ static int stripped_bits(int mask)
     return ((unsigned)mask & g) && strips() ? (int)((unsigned)mask & ~g) : mask;
 }
 
+/* for sigview.c */
+int ftr_sigguard_count(void)
+{
+    return atomic_load_explicit(&gcount, memory_order_acquire);
+}
+int ftr_sigguard_signal(int i)
+{
+    return gsig[i];
+}
+unsigned long ftr_sigguard_bits(void)
+{
+    return gmask;
+}
+int ftr_sigguard_ours(void)
+{
+    return ours();
+}
+
 static void load_words(int i, unsigned long *w)
 {
     for (size_t k = 0; k < NWORDS; k++)
@@ -285,6 +302,7 @@ uintptr_t ftr_sigguard_restorer(void)
 static void after_fork_child(void)
 {
     atomic_store(&gpid, (pid_t)syscall(SYS_getpid));
+    ftr_view_forget_held(); /* a child starts with nothing pending; its view is its parent's */
 }
 
 void ftr_sigguard_init(const int *sigs, int n)
@@ -308,7 +326,10 @@ void ftr_sigguard_init(const int *sigs, int n)
     atomic_store_explicit(&gcount, m, memory_order_release);
     sigemptyset(&set);
     set.__val[0] = gmask;
-    REAL(pthread_sigmask)(SIG_UNBLOCK, &set, NULL);
+    /* blocked since the process started (a parent's mask, kept across exec): the program's */
+    sigset_t was;
+    kmask(SIG_UNBLOCK, &set, &was);
+    ftr_view_put(ftr_view_get() | (was.__val[0] & gmask));
     /* raw calls: a handler installed by other means keeps its exact flags and restorer */
     for (int s = 1; s < NSIG; s++) {
         struct ksa k;
@@ -385,11 +406,52 @@ static void default_action(int sig)
     ksigaction(sig, &saved, NULL); /* still here: stopped and continued, or a debugger took it */
 }
 
-void ftr_sigguard_chain(int sig, siginfo_t *si, void *uc)
+/* Does the view of this thread block guarded signal sig? (Never in a vfork child.) */
+static int view_blocks(int sig)
+{
+    return (ftr_view_get() & FTR_GBIT(sig)) && ours();
+}
+
+int ftr_sigguard_fatal(int sig, const siginfo_t *si)
 {
     int i = slot(sig);
     struct sigaction a;
+    if (i < 0) return 0;
+    if (view_blocks(sig)) return ftr_view_synchronous(si);
+    view_read(i, &a);
+    if (a.sa_handler == SIG_IGN) return ftr_view_synchronous(si);
+    return a.sa_handler == SIG_DFL || (void *)a.sa_handler == atomic_load(&ours_fn[i]);
+}
+
+static void chain_once(int i, int sig, siginfo_t *si, void *uc);
+
+void ftr_sigguard_chain(int sig, siginfo_t *si, void *uc)
+{
+    int i = slot(sig);
+    siginfo_t again;
     if (i < 0) return;
+    /* The program has it blocked here: one sent waits until the program opens it; one the
+     * kernel raised for this thread's own instruction kills, as the kernel's would. */
+    if (view_blocks(sig)) {
+        if (ftr_view_synchronous(si))
+            default_action(sig);
+        else
+            ftr_view_hold(i, sig, si);
+        return;
+    }
+    for (;;) {
+        chain_once(i, sig, si, uc);
+        /* held while the handler had it blocked: delivered now, in the same context, as the
+         * kernel delivers it at the handler's sigreturn */
+        if (ftr_view_get() & FTR_GBIT(sig) || !ftr_view_take(i, &again)) break;
+        si = &again;
+    }
+    ftr_view_deliver_open(); /* other guarded signals the handler held */
+}
+
+static void chain_once(int i, int sig, siginfo_t *si, void *uc)
+{
+    struct sigaction a;
     view_read(i, &a);
     if (a.sa_handler == SIG_IGN) {
         /* The kernel kills on a synchronous fault it finds ignored (or blocked). */
@@ -409,15 +471,21 @@ void ftr_sigguard_chain(int sig, siginfo_t *si, void *uc)
         view_swap(i, &d, NULL);
     }
     /* The kernel would block sa_mask, and sig unless SA_NODEFER, for the call: so do we, less
-     * the guarded signals. Its sigreturn restores the mask anyway; we restore it on return. */
+     * the guarded signals, which the view blocks instead. Its sigreturn restores the mask
+     * anyway; we restore both on return. */
     sigset_t block = a.sa_mask, saved;
     strip(&block);
+    unsigned long v = ftr_view_get();
+    unsigned k = ftr_view_handler_starts((uintptr_t)__builtin_frame_address(0), v);
+    ftr_view_put(v | (a.sa_mask.__val[0] & gmask) | (a.sa_flags & SA_NODEFER ? 0 : FTR_GBIT(sig)));
     kmask(SIG_BLOCK, &block, &saved);
     if (a.sa_flags & SA_SIGINFO)
         a.sa_sigaction(sig, si, uc);
     else /* the kernel passes info and context to every handler (x86_64) */
         ((void (*)(int, siginfo_t *, void *))(void (*)(void))a.sa_handler)(sig, si, uc);
     kmask(SIG_SETMASK, &saved, NULL);
+    ftr_view_put(v);
+    ftr_view_handler_ends(k);
 }
 
 /* ---- dispositions ---- */
@@ -459,15 +527,22 @@ EXPORT sighandler_t __sysv_signal(int sig, sighandler_t h)
 }
 EXPORT sighandler_t sysv_signal(int sig, sighandler_t h) ALIAS(__sysv_signal);
 
-/* A guarded signal is never blocked: SIG_HOLD holds nothing and SIG_HOLD is never returned. */
+/* SIG_HOLD blocks the signal in the view; any other action opens it. Returns SIG_HOLD where
+ * the view blocked it, as glibc's does with the mask. */
 EXPORT sighandler_t sigset(int sig, sighandler_t h)
 {
     int i = guarded_here(sig);
     if (i < 0) return unhidden(REAL(sigset)(sig, h));
-    if (h != SIG_HOLD) return set_handler(i, sig, h, 0, 0);
+    unsigned long v = ftr_view_get();
     struct sigaction o;
-    view_read(i, &o);
-    return o.sa_handler;
+    if (h == SIG_HOLD) {
+        view_read(i, &o);
+        ftr_view_set(v | FTR_GBIT(sig));
+    } else {
+        o.sa_handler = set_handler(i, sig, h, 0, 0);
+        ftr_view_set(v & ~FTR_GBIT(sig));
+    }
+    return v & FTR_GBIT(sig) ? SIG_HOLD : o.sa_handler;
 }
 
 EXPORT int sigignore(int sig)
@@ -495,81 +570,256 @@ EXPORT int siginterrupt(int sig, int interrupt)
 }
 
 /* ---- masks ---- */
-EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
+/* A mask call: the kernel gets the set without the guarded signals, the view takes them, and
+ * the old mask reads back with the view's. Newly blocked ones are in the view before the call
+ * (one sent meanwhile is held), opened ones leave it after (and a held one is delivered). */
+static int set_mask(int (*fn)(int, const sigset_t *, sigset_t *), int how, const sigset_t *set,
+                    sigset_t *old)
 {
     sigset_t buf;
-    return REAL(sigprocmask)(how, how == SIG_UNBLOCK ? set : stripped(set, &buf), old);
+    unsigned long v = ftr_view_get(), nv = v, g = set ? set->__val[0] & gmask : 0;
+    if (set && (how == SIG_BLOCK || how == SIG_UNBLOCK || how == SIG_SETMASK))
+        nv = how == SIG_BLOCK ? v | g : how == SIG_UNBLOCK ? v & ~g : g;
+    /* (only a call that involves a guarded signal pays for strips()' system call) */
+    if ((g || nv != v) && !strips()) return fn(how, set, old); /* a vfork child's own mask */
+    if (g && how != SIG_UNBLOCK) {
+        buf = *set;
+        strip(&buf);
+        set = &buf;
+    }
+    ftr_view_put(v | nv);
+    int r = fn(how, set, old);
+    if (r == 0 && old) old->__val[0] = (old->__val[0] & ~gmask) | v;
+    ftr_view_set(r == 0 ? nv : v);
+    return r;
+}
+EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
+{
+    return set_mask(REAL(sigprocmask), how, set, old);
 }
 EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
-    sigset_t buf;
-    return REAL(pthread_sigmask)(how, how == SIG_UNBLOCK ? set : stripped(set, &buf), old);
+    return set_mask(REAL(pthread_sigmask), how, set, old);
 }
+EXPORT int sigpending(sigset_t *set)
+{
+    int r = REAL(sigpending)(set);
+    unsigned long h = r == 0 ? ftr_view_held() : 0;
+    if (h && strips()) set->__val[0] |= h;
+    return r;
+}
+
+/* A wait with a mask of its own for its duration (sigsuspend, ppoll, pselect, epoll_pwait):
+ * the view is the wait's meanwhile. Where the wait opens a guarded signal the view blocks,
+ * one held is delivered at once (the call then fails with EINTR, as it would), and one sent
+ * just before the wait must still end it: every signal but SIGSYS (a sandbox's trap of the
+ * call itself) is blocked in the kernel from the check to the call, whose own mask then
+ * replaces that one atomically. Only our code runs in that window: no int3 to meet. */
+struct wait_mask {
+    int on, blocked, delivered;
+    unsigned long v;
+    sigset_t saved;
+};
+/* @return the set to pass (ss stripped); w->delivered: a held signal was, instead of a wait */
+static const sigset_t *wait_begin(const sigset_t *ss, sigset_t *buf, struct wait_mask *w)
+{
+    w->on = w->blocked = w->delivered = 0;
+    if (!ss) return ss;
+    *buf = *ss;
+    unsigned long v = ftr_view_get(), nv = buf->__val[0] & gmask;
+    if ((!v && !nv) || !strips()) return ss; /* nothing to do; a vfork child's own mask */
+    w->on = 1;
+    w->v = v;
+    strip(buf);
+    if (w->v & ~nv) {
+        sigset_t all;
+        sigfillset(&all);
+        sigdelset(&all, SIGSYS);
+        kmask(SIG_BLOCK, &all, &w->saved);
+        w->blocked = 1;
+        ftr_view_put(nv);
+        if (ftr_view_held() & ~nv) {
+            kmask(SIG_SETMASK, buf, NULL); /* the wait's mask, as the kernel's handler sees it */
+            ftr_view_deliver_open();
+            w->delivered = 1;
+        }
+        return buf;
+    }
+    ftr_view_put(nv);
+    return buf;
+}
+static void wait_end(const struct wait_mask *w)
+{
+    if (!w->on) return;
+    int e = errno;
+    if (w->blocked) kmask(SIG_SETMASK, &w->saved, NULL);
+    ftr_view_set(w->v);
+    errno = e;
+}
+#define WAIT_CALL(ss, call_with_buf, intr_value)                                                   \
+    do {                                                                                           \
+        sigset_t buf_;                                                                             \
+        struct wait_mask w_;                                                                       \
+        const sigset_t *m_ = wait_begin((ss), &buf_, &w_);                                         \
+        __typeof__(call_with_buf) r_ = (intr_value);                                               \
+        if (!w_.delivered)                                                                         \
+            r_ = call_with_buf;                                                                    \
+        else                                                                                       \
+            errno = EINTR;                                                                         \
+        wait_end(&w_);                                                                             \
+        return r_;                                                                                 \
+    } while (0)
+
 EXPORT int sigsuspend(const sigset_t *set)
 {
-    sigset_t buf;
-    return REAL(sigsuspend)(stripped(set, &buf));
+    WAIT_CALL(set, REAL(sigsuspend)(m_), -1);
 }
 EXPORT int __sigsuspend(const sigset_t *set) ALIAS(sigsuspend);
+
+/* the old interfaces' masks, signals 1..32 in an int */
+#define LOW32(v) ((int)(unsigned)(v))
 EXPORT int sighold(int sig)
 {
-    return guarded_here(sig) >= 0 ? 0 : REAL(sighold)(sig);
+    if (guarded_here(sig) < 0) return REAL(sighold)(sig);
+    ftr_view_set(ftr_view_get() | FTR_GBIT(sig));
+    return 0;
+}
+EXPORT int sigrelse(int sig)
+{
+    if (guarded_here(sig) < 0) return REAL(sigrelse)(sig);
+    ftr_view_set(ftr_view_get() & ~FTR_GBIT(sig));
+    return 0;
 }
 EXPORT int sigblock(int mask)
 {
-    return REAL(sigblock)(stripped_bits(mask));
+    if (!strips()) return REAL(sigblock)(mask);
+    unsigned long v = ftr_view_get(), g = (unsigned)mask & gmask;
+    ftr_view_put(v | g);
+    int r = REAL(sigblock)(stripped_bits(mask));
+    return (r & ~LOW32(gmask)) | LOW32(v);
 }
 EXPORT int sigsetmask(int mask)
 {
-    return REAL(sigsetmask)(stripped_bits(mask));
+    if (!strips()) return REAL(sigsetmask)(mask);
+    unsigned long v = ftr_view_get(), g = (unsigned)mask & gmask;
+    ftr_view_put(v | g);
+    int r = REAL(sigsetmask)(stripped_bits(mask));
+    ftr_view_set(g);
+    return (r & ~LOW32(gmask)) | LOW32(v);
 }
+EXPORT int siggetmask(void)
+{
+    int r = REAL(siggetmask)();
+    return strips() ? (r & ~LOW32(gmask)) | LOW32(ftr_view_get()) : r;
+}
+/* BSD sigpause(mask) and __sigpause(sig, 1) (X/Open's: the mask less sig) are sigsuspend() */
 EXPORT int ftr_bsd_sigpause(int mask) /* exported as sigpause: BSD's, which takes a mask */
 {
-    return REAL(sigpause)(stripped_bits(mask));
+    sigset_t s;
+    sigemptyset(&s);
+    s.__val[0] = (unsigned)mask;
+    return sigsuspend(&s);
 }
 EXPORT int __sigpause(int sig_or_mask, int is_sig)
 {
-    return REAL(__sigpause)(is_sig ? sig_or_mask : stripped_bits(sig_or_mask), is_sig);
+    sigset_t s;
+    if (!is_sig) return ftr_bsd_sigpause(sig_or_mask);
+    if (sigprocmask(SIG_BLOCK, NULL, &s) < 0 || sigdelset(&s, sig_or_mask) < 0) return -1;
+    return sigsuspend(&s);
 }
 EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *ss)
 {
-    sigset_t buf;
-    return REAL(ppoll)(fds, n, t, stripped(ss, &buf));
+    WAIT_CALL(ss, REAL(ppoll)(fds, n, t, m_), -1);
 }
 EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *ss,
                        size_t fdslen)
 {
-    sigset_t buf;
-    return REAL(__ppoll_chk)(fds, n, t, stripped(ss, &buf), fdslen);
+    WAIT_CALL(ss, REAL(__ppoll_chk)(fds, n, t, m_, fdslen), -1);
 }
 EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t,
                    const sigset_t *ss)
 {
-    sigset_t buf;
-    return REAL(pselect)(n, r, w, e, t, stripped(ss, &buf));
+    WAIT_CALL(ss, REAL(pselect)(n, r, w, e, t, m_), -1);
 }
 EXPORT int epoll_pwait(int fd, struct epoll_event *ev, int max, int ms, const sigset_t *ss)
 {
-    sigset_t buf;
-    return REAL(epoll_pwait)(fd, ev, max, ms, stripped(ss, &buf));
+    WAIT_CALL(ss, REAL(epoll_pwait)(fd, ev, max, ms, m_), -1);
 }
 #if __GLIBC_PREREQ(2, 35)
 EXPORT int epoll_pwait2(int fd, struct epoll_event *ev, int max, const struct timespec *t,
                         const sigset_t *ss)
 {
-    sigset_t buf;
-    return REAL(epoll_pwait2)(fd, ev, max, t, stripped(ss, &buf));
+    WAIT_CALL(ss, REAL(epoll_pwait2)(fd, ev, max, t, m_), -1);
 }
 #endif
+
+/* A held guarded signal of set, taken (the thread's before the process's). @return it, or 0 */
+static int take_waited(const sigset_t *set, siginfo_t *out)
+{
+    int n = atomic_load_explicit(&gcount, memory_order_acquire);
+    if (!set || !(set->__val[0] & gmask) || !strips()) return 0;
+    for (int i = 0; i < n; i++)
+        if ((set->__val[0] & FTR_GBIT(gsig[i])) && ftr_view_take(i, out)) return gsig[i];
+    return 0;
+}
+EXPORT int sigwait(const sigset_t *set, int *sig)
+{
+    siginfo_t si;
+    int s = take_waited(set, &si);
+    if (!s) return REAL(sigwait)(set, sig);
+    *sig = s;
+    return 0;
+}
+EXPORT int sigwaitinfo(const sigset_t *set, siginfo_t *info)
+{
+    siginfo_t si;
+    int s = take_waited(set, &si);
+    if (!s) return REAL(sigwaitinfo)(set, info);
+    if (info) *info = si;
+    return s;
+}
+EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *t)
+{
+    siginfo_t si;
+    int s = take_waited(set, &si);
+    if (!s) return REAL(sigtimedwait)(set, info, t);
+    if (info) *info = si;
+    return s;
+}
+
 EXPORT int signalfd(int fd, const sigset_t *mask, int flags)
 {
     sigset_t buf;
     return REAL(signalfd)(fd, stripped(mask, &buf), flags);
 }
+/* The guarded signals of a new thread's mask go to its view (ftr_sigguard_start_view()), kept
+ * meanwhile in the set's second word, past the kernel's 64 signals, tagged. */
+#define ATTR_TAG 0x6674726d61736b31ul /* "ftrmask1" */
 EXPORT int pthread_attr_setsigmask_np(pthread_attr_t *attr, const sigset_t *ss)
 {
     sigset_t buf;
-    return REAL(pthread_attr_setsigmask_np)(attr, stripped(ss, &buf));
+    if (!ss || !(ss->__val[0] & gmask) || !strips())
+        return REAL(pthread_attr_setsigmask_np)(attr, ss);
+    buf = *ss;
+    strip(&buf);
+    buf.__val[1] = ss->__val[0] & gmask;
+    buf.__val[2] = ATTR_TAG;
+    return REAL(pthread_attr_setsigmask_np)(attr, &buf);
+}
+EXPORT int pthread_attr_getsigmask_np(const pthread_attr_t *attr, sigset_t *ss)
+{
+    int r = REAL(pthread_attr_getsigmask_np)(attr, ss);
+    if (r == 0 && ss->__val[2] == ATTR_TAG) {
+        ss->__val[0] |= ss->__val[1];
+        ss->__val[1] = ss->__val[2] = 0;
+    }
+    return r;
+}
+unsigned long ftr_sigguard_start_view(const pthread_attr_t *attr)
+{
+    sigset_t s;
+    if (!attr || REAL(pthread_attr_getsigmask_np)(attr, &s) != 0) return ftr_view_get();
+    return s.__val[2] == ATTR_TAG ? s.__val[1] & gmask : 0;
 }
 
 /* in place (see the top) */
@@ -577,23 +827,44 @@ static void strip_context(const ucontext_t *ucp)
 {
     if (ucp && (ucp->uc_sigmask.__val[0] & gmask) && strips()) strip((sigset_t *)&ucp->uc_sigmask);
 }
+/* The view goes with a context swapcontext() saved: in its mask's second word, past the
+ * kernel's 64 signals (which glibc's system call leaves alone), tagged. A context made by
+ * getcontext() holds the kernel's mask, which never has a guarded signal: switching to it
+ * leaves the view as it is. */
+#define CTX_TAG 0x6674726374786d31ul /* "ftrctxm1" */
+static void context_view(const ucontext_t *ucp)
+{
+    if (ucp && ucp->uc_sigmask.__val[2] == CTX_TAG && strips())
+        ftr_view_set(ucp->uc_sigmask.__val[1] & gmask);
+}
 /* The tracer follows coroutine switches (hooks.c): which stack runs inside which. */
 EXPORT int swapcontext(ucontext_t *restrict oucp, const ucontext_t *restrict ucp)
 {
+    unsigned long v = ftr_view_get();
+    if (oucp && strips()) {
+        oucp->uc_sigmask.__val[1] = v;
+        oucp->uc_sigmask.__val[2] = CTX_TAG;
+    }
+    context_view(ucp);
     strip_context(ucp);
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
     if (ucp) ftr_context_switch(here, (uintptr_t)ucp->uc_mcontext.gregs[REG_RSP]);
     int rc = REAL(swapcontext)(oucp, ucp);
     ftr_context_switch(here, 0); /* resumed (or the switch failed) */
+    if (rc != 0) ftr_view_set(v);
     return rc;
 }
 EXPORT int setcontext(const ucontext_t *ucp)
 {
+    unsigned long v = ftr_view_get();
+    context_view(ucp);
     strip_context(ucp);
     if (ucp)
         ftr_context_switch((uintptr_t)__builtin_frame_address(0),
                            (uintptr_t)ucp->uc_mcontext.gregs[REG_RSP]);
-    return REAL(setcontext)(ucp);
+    int rc = REAL(setcontext)(ucp);
+    ftr_view_set(v); /* it failed */
+    return rc;
 }
 
 /* fork() runs the pthread_atfork handler; _Fork() does not */
@@ -602,67 +873,4 @@ EXPORT pid_t _Fork(void)
     pid_t r = REAL(_Fork)();
     if (r == 0 && atomic_load(&gpid)) after_fork_child();
     return r;
-}
-
-/* ---- threads the C library starts with every signal blocked ----
- * timer_create() and mq_notify() with SIGEV_THREAD run the program's function in a thread that
- * glibc starts with (nearly) every signal blocked, SIGTRAP included, through its own calls: the
- * first int3 of a rewrite that thread met would kill the process. The function is wrapped:
- * SIGTRAP is unblocked first. The pairs live in our own memory, never freed (16 bytes a
- * notification set up). */
-struct notify {
-    void (*fn)(union sigval);
-    union sigval value;
-};
-static pthread_mutex_t notify_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct notify *notify_page;
-static size_t notify_used;
-#define NOTIFY_PER_PAGE (65536 / sizeof(struct notify))
-
-static void notify_trampoline(union sigval v)
-{
-    struct notify *n = v.sival_ptr;
-    sigset_t trap;
-    sigemptyset(&trap);
-    sigaddset(&trap, SIGTRAP);
-    kmask(SIG_UNBLOCK, &trap, NULL);
-    n->fn(n->value);
-}
-
-/* @return sev, or buf: sev with its function wrapped (NULL: out of memory) */
-static const struct sigevent *wrap_notify(const struct sigevent *sev, struct sigevent *buf)
-{
-    if (!sev || sev->sigev_notify != SIGEV_THREAD || !sev->sigev_notify_function) return sev;
-    pthread_mutex_lock(&notify_lock);
-    if (!notify_page || notify_used == NOTIFY_PER_PAGE) {
-        void *p = mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        notify_page = p == MAP_FAILED ? NULL : p;
-        notify_used = 0;
-    }
-    struct notify *n = notify_page ? &notify_page[notify_used++] : NULL;
-    pthread_mutex_unlock(&notify_lock);
-    if (!n) return sev; /* as it was: such a thread would not survive a live rewrite */
-    n->fn = sev->sigev_notify_function;
-    n->value = sev->sigev_value;
-    *buf = *sev;
-    buf->sigev_notify_function = notify_trampoline;
-    buf->sigev_value.sival_ptr = n;
-    return buf;
-}
-
-EXPORT int timer_create(clockid_t clock, struct sigevent *sev, timer_t *id)
-{
-    static int (*next)(clockid_t, struct sigevent *, timer_t *);
-    if (!next)
-        next = (int (*)(clockid_t, struct sigevent *, timer_t *))dlsym(RTLD_NEXT, "timer_create");
-    struct sigevent buf;
-    return next(clock, (struct sigevent *)wrap_notify(sev, &buf), id);
-}
-
-EXPORT int mq_notify(mqd_t mq, const struct sigevent *sev)
-{
-    static int (*next)(mqd_t, const struct sigevent *);
-    if (!next) next = (int (*)(mqd_t, const struct sigevent *))dlsym(RTLD_NEXT, "mq_notify");
-    struct sigevent buf;
-    return next(mq, wrap_notify(sev, &buf));
 }

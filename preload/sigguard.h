@@ -13,6 +13,7 @@
 #ifndef FTR_SIGGUARD_H
 #define FTR_SIGGUARD_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 
@@ -49,6 +50,25 @@ void ftr_context_switch(uintptr_t here, uintptr_t to_sp) FTR_HIDDEN;
 void ftr_sigguard_hide(void (*handler)(int, siginfo_t *, void *)) FTR_HIDDEN;
 /* glibc's sa_restorer, as a read-back of a handler installed through it showed (0: none seen). */
 uintptr_t ftr_sigguard_restorer(void) FTR_HIDDEN;
+/* Will ftr_sigguard_chain() end the process (the program's default action, or a synchronous
+ * trap the program has blocked or ignored)? Our handler flushes the trace first. */
+int ftr_sigguard_fatal(int sig, const siginfo_t *si) FTR_HIDDEN;
+/* The program's view of this thread's mask: the guarded signals it believes blocked (bits
+ * 1 << (sig - 1)). A new thread starts with ftr_sigguard_start_view() of its creator and
+ * attributes, set in the thread itself with ftr_sigguard_set_view() before the program's
+ * start routine runs. */
+unsigned long ftr_sigguard_view(void) FTR_HIDDEN;
+unsigned long ftr_sigguard_start_view(const pthread_attr_t *attr) FTR_HIDDEN;
+void ftr_sigguard_set_view(unsigned long view) FTR_HIDDEN;
+/* process.c: an exec is about to be made (failed 0), or it failed (failed 1): the new image
+ * starts with the program's mask, and with what it had held pending. */
+void ftr_sigguard_exec(int failed) FTR_HIDDEN;
+/* process.c: the mask a posix_spawn() child gets without POSIX_SPAWN_SETSIGMASK (this
+ * thread's, as the program believes it). @return 0 where it is the kernel's already. */
+int ftr_sigguard_spawn_mask(sigset_t *mask) FTR_HIDDEN;
+/* A jump (longjmp & co) to stack address sp, restoring the mask it saved or not: the program's
+ * handlers it leaves give back the view they interrupted, when it does. */
+void ftr_sigguard_jump(uintptr_t sp, int mask_saved) FTR_HIDDEN;
 /* pthread_sigmask() without the guard, for libftrace's own threads. */
 int ftr_sigguard_real_sigmask(int how, const sigset_t *set, sigset_t *old) FTR_HIDDEN;
 

@@ -15,8 +15,11 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 
+#include "sigguard.h"
 #include "stacks.h"
 #include "tracer.h"
 
@@ -24,6 +27,34 @@
 
 typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 static create_fn real_create;
+
+/* A thread whose program's mask blocks a guarded signal (its creator's, or its attributes'):
+ * the view is set in the new thread before its start routine (sigguard.h). In our own heap:
+ * pthread_create() is never called from a signal handler. */
+struct view_start {
+    void *(*fn)(void *);
+    void *arg;
+    unsigned long view;
+};
+static void *start_viewed(void *arg)
+{
+    struct view_start v = *(struct view_start *)arg;
+    free(arg);
+    ftr_sigguard_set_view(v.view);
+    return v.fn(v.arg);
+}
+/* @return 0, or -1: the view could not be passed on (no memory) */
+static int pass_view(const pthread_attr_t *attr, void *(**fn)(void *), void **arg)
+{
+    unsigned long view = ftr_sigguard_start_view(attr);
+    if (!view) return 0;
+    struct view_start *v = malloc(sizeof *v);
+    if (!v) return -1;
+    *v = (struct view_start){*fn, *arg, view};
+    *fn = start_viewed;
+    *arg = v;
+    return 0;
+}
 
 static void *start(void *arg)
 {
@@ -89,21 +120,36 @@ int ftr_create_own_thread(pthread_t *th, int detached, void *(*fn)(void *), void
     return rc;
 }
 
+static atomic_uint made; /* threads made by the program (dlwrap.c: none during a dlopen?) */
+
+unsigned ftr_threads_made(void)
+{
+    return atomic_load(&made);
+}
+
 EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
+    atomic_fetch_add(&made, 1);
     if (!real_create) real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
     if (!real_create) return EAGAIN;
+    void *(*given)(void *) = fn;
+    pass_view(attr, &fn, &arg);
     struct ftr_thread *r = ftr_settings_enabled() ? ftr_thread_reserve() : NULL;
-    if (!r) return real_create(th, attr, fn, arg);
+    if (!r) {
+        int rc = real_create(th, attr, fn, arg);
+        if (rc != 0 && fn != given) free(arg);
+        return rc;
+    }
     r->start_fn = fn;
     r->start_arg = arg;
     r->safe_start = 1;
     ftr_name_for_new_thread(r->name); /* the kernel gives it its creator's */
     stack_of(r, attr);
     int rc = real_create(th, attr, start, r);
-    if (rc != 0)
+    if (rc != 0) {
         ftr_thread_unreserve(r);
-    else { /* before the program can rename it; unless the thread has set it itself */
+        if (fn != given) free(arg);
+    } else { /* before the program can rename it; unless the thread has set it itself */
         pthread_t none = 0;
         __atomic_compare_exchange_n(&r->pth, &none, *th, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     }
@@ -147,6 +193,7 @@ EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
         errno = ENOSYS;
         return -1;
     }
+    if (flags & CLONE_VM) atomic_fetch_add(&made, 1);
     if (!(flags & CLONE_VM) || (flags & CLONE_SETTLS))
         return real_clone(fn, stack, flags, arg, ptid, tls, ctid);
     if (flags & CLONE_VFORK) {

@@ -388,6 +388,8 @@ struct ftr_thread *ftr_thread_reserve(void) FTR_HIDDEN; /* NULL: not tracing (ye
 /* thread_start.c: pthread_create() for our own threads (never traced, nothing recorded; every
  * signal blocked in them from their first instruction; detached or joinable) */
 int ftr_create_own_thread(pthread_t *th, int detached, void *(*fn)(void *), void *arg) FTR_HIDDEN;
+/* thread_start.c: threads made so far through pthread_create() and clone(CLONE_VM) */
+unsigned ftr_threads_made(void) FTR_HIDDEN;
 void ftr_thread_unreserve(struct ftr_thread *r) FTR_HIDDEN;
 /* the record of a live (or reserved) thread, or NULL */
 struct ftr_thread *ftr_thread_of(pthread_t th) FTR_HIDDEN;
@@ -461,11 +463,15 @@ const char *ftr_dl_caller_search(const void *caller, const char *file, char *out
 /* modules.c */
 size_t ftr_modules_scan(void) FTR_HIDDEN; /* finds the loaded modules' sites; @return count */
 void ftr_modules_skipped_names(char *out, size_t len) FTR_HIDDEN; /* "a, b, ..." */
-int ftr_modules_patch(char *err, size_t errlen) FTR_HIDDEN;  /* stubs + rewrite (alone or live) */
-void ftr_modules_describe(struct ftr_buf *out) FTR_HIDDEN;   /* MODULE+SITES chunks, again */
-void ftr_modules_rescan(void) FTR_HIDDEN;                    /* after dlopen / dlclose */
+int ftr_modules_patch(char *err, size_t errlen) FTR_HIDDEN; /* stubs + rewrite (alone or live) */
+void ftr_modules_describe(struct ftr_buf *out) FTR_HIDDEN;  /* MODULE+SITES chunks, again */
+/* after dlopen / dlclose; fresh_alone: the modules found now were loaded while no thread was
+ * made, so no other thread can run their text yet: written alone where live is refused */
+void ftr_modules_rescan(int fresh_alone) FTR_HIDDEN;
 void ftr_modules_say_unmatched(const char *expr) FTR_HIDDEN; /* filter selected nothing */
 void ftr_modules_values_refresh(void) FTR_HIDDEN; /* values.c: read the DWARF it now needs */
+/* rewrites that waited for a thread seen running with SIGTRAP blocked, and the ms waited */
+void ftr_modules_blocked_waits(unsigned *rewrites, unsigned *ms) FTR_HIDDEN;
 
 /* settings.c, at start: parse the FTRACE_* graph knobs and filter. @return 0 or -1 (err) */
 int ftr_settings_init(char *err, size_t errlen) FTR_HIDDEN;

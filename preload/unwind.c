@@ -31,6 +31,7 @@
 
 #include "handlers.h"
 #include "retaddr.h"
+#include "sigguard.h"
 #include "stacks.h"
 #include "tracer.h"
 
@@ -77,6 +78,7 @@ static void close_for_jump(const long *jb, uintptr_t own)
 {
     ftr_ret_release(own);
     uintptr_t target = demangle(jb[6]), here = (uintptr_t)__builtin_frame_address(0);
+    ftr_sigguard_jump(target, ((const int *)jb)[16]); /* __mask_was_saved, after __jmpbuf */
     if (target > here)
         ftr_close_frames_below(target, 0);
     else if (ftr_tls.sig_n) /* to another stack, lower: off a sigaltstack in main's frame */

@@ -17,7 +17,7 @@ and the program must neither crash nor hang nor change its output.
   ends     the socket file goes with the image, however it ends
   guest    a seccomp filter and a low descriptor limit: the server never harms its host
   child    a fork child serves ftrace-ctl on its own socket once it records
-  hot      8 threads filling chunks on 2 CPUs: no request refused
+  hot      8 threads filling 4 KiB chunks on 2 CPUs: no request refused
 
 usage: ctl_tests.py --bin DIR [--quick] [--commands N] [--keep] [--only NAME,...]
   --quick        fewer stress commands and no slow-client wait (what ctest runs)
@@ -740,15 +740,17 @@ def build_traced(e, name, text):
     return prog
 
 
-def start_traced(e, name, text):
-    """Builds text (build_traced) and starts it traced (-q) with a fresh directory WORK/name-dir
-    as its argument; returns (process, directory, trace path)."""
+def start_traced(e, name, text, env=None, quiet=True):
+    """Builds text (build_traced) and starts it traced (-q unless not quiet) with a fresh
+    directory WORK/name-dir as its argument, env added to the environment; returns (process,
+    directory, trace path)."""
     prog = build_traced(e, name, text)
     d = os.path.join(e.work, name + "-dir")
     os.makedirs(d)
     trace = os.path.join(e.work, name + ".ftr")
-    p = subprocess.Popen([e.run_bin, "-q", "-o", trace, prog, d], env=e.env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([e.run_bin] + (["-q"] if quiet else []) + ["-o", trace, prog, d],
+                         env=dict(e.env, **(env or {})), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
     return p, d, trace
 
 
@@ -952,23 +954,32 @@ int main(int argc, char **argv) {
 
 
 def test_hot(e, exe, a):
-    """8 threads filling chunks on 2 CPUs: no request is refused. A chunk switch blocks every
-    signal for a moment, and a thread caught there looks like one that runs with SIGTRAP
-    blocked: modules.c waits for it (issue 29 saw ~10% of requests refused on 1f967e0)."""
-    p, d, trace = start_traced(e, "hot", HOT)
+    """8 threads filling chunks on 2 CPUs: no request is refused, none even waits. A chunk
+    switch blocked every signal for a moment, and a thread caught there looked like one that
+    runs with SIGTRAP blocked (issue 29 saw ~10% of requests refused on 1f967e0; modules.c then
+    waited up to 200 ms for it). With 4 KiB chunks the threads switch all the time: 10 rewrites
+    in 40 waited (258 ms in all) before the switch left SIGTRAP open, none since."""
+    p, d, trace = start_traced(e, "hot", HOT, {"FTRACE_BUFSIZE": "4"})
     failures = []
     try:
         wait_file(os.path.join(d, "ready"), p)
-        for i in range(20 if a.quick else 60):
+        for i in range(40 if a.quick else 120):
             cmd = (["filter", "leaf"], ["filter", ""], ["off"], ["on"])[i % 4]
             r = e.ctl(p.pid, *cmd)
             if r.returncode:
                 failures.append("%s: exit %d: %s" % (cmd, r.returncode, r.stderr.strip()))
+        status = e.ctl(p.pid, "status").stdout
     finally:
         open(os.path.join(d, "stop"), "w").close()
         out, err = p.communicate(timeout=120)
     assert p.returncode == 0 and out == "done\n", "exit %d, %r %r" % (p.returncode, out, err)
     assert not failures, "%d requests failed: %s" % (len(failures), failures[:3])
+    # a rewrite that sees a thread running with SIGTRAP blocked waits for it, and is refused
+    # after 200 ms of that: none may have waited at all
+    m = re.search(r"(?m)^waited for SIGTRAP blocked: (\d+) rewrites, (\d+) ms$", status)
+    assert m, "status says nothing of waits: %r" % status
+    assert m.group(1) == "0", "%s rewrites waited for a thread with SIGTRAP blocked, %s ms in " \
+        "all" % m.groups()
 
 
 TESTS = [("errors", test_errors), ("protocol", test_protocol), ("phases", test_phases),

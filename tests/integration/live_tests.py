@@ -25,6 +25,11 @@ while tracing was on (marker calls the program makes when the test asks, through
   own_sigtrap       the program's own SIGTRAP handler, int3 and raise(SIGTRAP): exact counts
   sigmask_handlers  threads blocking most signals, handlers with sa_mask = all signals
                     running traced code, hundreds of on/off: exact counts
+  sigblock_dlopen_raw  the same with the worker blocking every signal by a raw system call
+                    (SIGTRAP too): the library, just loaded, is written alone and traced
+  trap_mask         started with SIGTRAP blocked: the program's mask reads as it set it, a
+                    SIGTRAP it blocks waits until it unblocks it, then is handled once;
+                    traced from the start (exact call counts) and under ftrace-ctl rewrites
 
 The programs are tests/integration/progs/live_*.c and liblive_dl.c; each says what it prints.
 No timed assertion: a hang (every run has a timeout) or a count the program reports is what
@@ -43,6 +48,7 @@ import collections
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -87,15 +93,18 @@ class Run:
     """One run of a program, untraced or under ftrace-run (trace given), in a directory of its
     own that is also its first argument (files: ready, markN/ackN, stop; stdout, stderr)."""
 
-    def __init__(self, lv, exe, args, tag, trace=None, opts=(), env=None):
+    def __init__(self, lv, exe, args, tag, trace=None, opts=(), env=None, blocked=()):
         self.dir = tempfile.mkdtemp(prefix=tag + "-", dir=lv.work)
         cmd = [exe, self.dir] + list(args)
         if trace:
             cmd = [lv.e.run_bin, "-q", "-o", trace] + list(opts) + cmd
         self.out = open(os.path.join(self.dir, "stdout"), "w+")
         self.err = open(os.path.join(self.dir, "stderr"), "w+")
+        # signals blocked in the child before it execs (kept across exec, as a launcher's
+        # posix_spawn with a mask leaves them)
+        pre = (lambda: signal.pthread_sigmask(signal.SIG_BLOCK, blocked)) if blocked else None
         self.p = subprocess.Popen(cmd, cwd=self.dir, env=dict(lv.e.env, **(env or {})),
-                                  stdout=self.out, stderr=self.err)
+                                  stdout=self.out, stderr=self.err, preexec_fn=pre)
         self.pid = self.p.pid  # ftrace-run execs the program
         self.marks = 0
 
@@ -244,9 +253,9 @@ class Trace:
                    if p == suffix or p.endswith(";" + suffix))
 
 
-def untraced(lv, exe, args, tag, secs=0.5, marks=1, stop=True):
+def untraced(lv, exe, args, tag, secs=0.5, marks=1, stop=True, blocked=()):
     """The reference run: ready, secs of running, a few marker calls, stop."""
-    with Run(lv, exe, args, tag + "-untraced") as r:
+    with Run(lv, exe, args, tag + "-untraced", blocked=blocked) as r:
         if stop:
             r.wait("ready")
             time.sleep(secs)
@@ -350,12 +359,13 @@ def lib_of(exe):
 BLOCKED = re.compile(r"did not stop|not traced|is signal \d+ blocked")
 
 
-def case_sigblock_dlopen(lv):
-    exe = lv.build("live_sigblock.c")
+def case_sigblock_dlopen(lv, raw=False):
+    exe = lv.build("live_sigblock.c", cflags="-DLIVE_RAW_BLOCK" if raw else "",
+                   variant="raw" if raw else "")
     args = [lib_of(exe)]
     pb = Problems()
     base = untraced(lv, exe, args, "sigblock", stop=False)
-    trace = os.path.join(lv.work, "sigblock.ftr")
+    trace = os.path.join(lv.work, "sigblock%s.ftr" % ("-raw" if raw else ""))
     with Run(lv, exe, args, "sigblock", trace) as r:
         traced = r.finish(stop=False)
     pb.check(not BLOCKED.search(traced.stderr), "stderr: %r" % traced.stderr.strip())
@@ -366,6 +376,59 @@ def case_sigblock_dlopen(lv):
     pb.check(got == {"dl_outer": 5, "dl_inner": 5, "after_dlopen": 1},
              "trace: %s, want dl_outer 5, dl_inner 5, after_dlopen 1" % got)
     pb.check(t.calls("w_outer") > 0, "trace: no w_outer() of the worker")
+    pb.done()
+
+
+def case_sigblock_dlopen_raw(lv):
+    """The worker blocks every signal with a raw system call, SIGTRAP too: no live rewrite may
+    run while it does, but the library just loaded is one no other thread can run yet (it was
+    mapped during the dlopen, which made no thread): it is written alone, and traced."""
+    case_sigblock_dlopen(lv, raw=True)
+
+
+def case_trap_mask(lv):
+    """A program started with SIGTRAP blocked (its parent blocked it before starting it, as a
+    launcher that posix_spawns with a mask does): its mask reads as it set it, a SIGTRAP it
+    blocks waits (pending) until it unblocks it, then reaches its handler once; kill(),
+    sigsuspend(), sigwaitinfo(), a fork child. (a) traced from the start: every call of its
+    handler and of t_work() in the trace; (b) while ftrace-ctl rewrites its text (off, on,
+    filter), so that its threads, SIGTRAP blocked, meet breakpoints: exact counts again."""
+    exe = lv.build("live_trapmask.c")
+    trap = (signal.SIGTRAP,)
+    pb = Problems()
+    base = untraced(lv, exe, [], "trapmask", blocked=trap)
+    pb.check("start: SIGTRAP blocked 1" in base.stdout, "untraced (the test is not valid): %r"
+             % base.stdout[:300])
+    exact_counts(pb, base.stdout, "untraced (the test is not valid)", 1)
+    zero_counts(pb, base.stdout, "untraced (the test is not valid)")
+    for tag, commands in (("a", None), ("b", [["off"], ["on"], ["filter", "t_*,marker"],
+                                              ["filter", ""]])):
+        trace = os.path.join(lv.work, "trapmask-%s.ftr" % tag)
+        with Run(lv, exe, [], "trapmask-" + tag, trace, blocked=trap) as r:
+            r.wait("ready")
+            if commands:
+                ctl = Ctl(lv, r.pid)
+                marks = ctl.cycle(r, commands, lv.commands(100, 20), mark_every=4)
+            else:
+                time.sleep(0.5)
+                r.mark()
+            traced = r.finish()
+            with open(os.path.join(r.dir, "counts")) as f:
+                counts = dict((k, int(v)) for k, v in (ln.split() for ln in f))
+        what = "(%s) traced" % tag
+        exact_counts(pb, traced.stdout, what, 1)
+        zero_counts(pb, traced.stdout, what)
+        pb.same_run(base, traced)
+        t = Trace(lv, trace, pb)
+        if commands:
+            pb.ctl(ctl)
+            pb.markers(t, marks, "(b) trace")
+        else:
+            got = {f: t.calls(f) for f in ("on_trap", "t_work")}
+            pb.check(got == counts, "(a) trace: %s, the program counted %s" % (got, counts))
+            pb.check(t.path("on_trap;h_work") == counts["on_trap"],
+                     "(a) trace: %d on_trap;h_work, want %d" % (t.path("on_trap;h_work"),
+                                                              counts["on_trap"]))
     pb.done()
 
 
@@ -536,7 +599,8 @@ CASES = [("eintr", case_eintr), ("ctl_sleepers", case_ctl_sleepers),
          ("replaced_exe", case_replaced_exe), ("gprof_sleep", case_gprof_sleep),
          ("hung_start", case_hung_start),
          ("dl_loop_refilter", case_dl_loop_refilter), ("own_rt_handler", case_own_rt_handler),
-         ("own_sigtrap", case_own_sigtrap), ("sigmask_handlers", case_sigmask_handlers)]
+         ("own_sigtrap", case_own_sigtrap), ("sigmask_handlers", case_sigmask_handlers),
+         ("sigblock_dlopen_raw", case_sigblock_dlopen_raw), ("trap_mask", case_trap_mask)]
 
 
 def main():

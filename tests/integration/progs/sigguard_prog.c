@@ -456,6 +456,9 @@ static void m_late(void)
     printf("usr1-mask trap=%d rt7=%d usr2=%d\n", sigismember(&o.sa_mask, SIGTRAP),
            sigismember(&o.sa_mask, RT7), sigismember(&o.sa_mask, SIGUSR2));
     show("trap-after-init", SIGTRAP);
+    /* blocked before the set-up: still blocked in the program's view; open it for the int3 */
+    sigprocmask(SIG_UNBLOCK, &set, &all);
+    printf("trap-view blocked=%d\n", sigismember(&all, SIGTRAP));
     int3();
     printf("late-int3 hits=%d shim=%d\n", hits, shim(SIGTRAP));
 }
