@@ -67,9 +67,12 @@ o2_cases=swapcontext-local,nofp-signals-siglongjmp,nofp-backtrace-signal
 base_cases=limit-fdreuse,limit-ctlreuse
 it_cases=ends-return,ends-exit,ends-_exit,ends-segv,ends-abort,ends-thread,ends-fpe,ends-texit
 it_cases+=,ends-pipe,ends-alarm,ends-usr1,ends-xcpu,ends-rt,threads,ctor-thread
+it_cases+=,ends-sandbox-exit,ends-sandbox-usr1
 live_long=own_rt_handler,own_sigtrap
 live_short=sigblock_dlopen,zombie_main,replaced_exe,gprof_sleep
 live_sleep=ctl_sleepers,hung_start
+live_masks=sigblock_dlopen_raw,trap_mask
+session_cases=daemon,reexec,execenv,spawnenv
 left() { # what the suites leave of RUNS (the suites run a case $1 times each), over $2 drivers
   local n=$(((runs - $1 * suites + $2 - 1) / $2))
   echo $((n < 1 ? 1 : n))
@@ -124,6 +127,12 @@ drivers+=($!)
 drive live-short python3 "$it/live_tests.py" --bin "$build" --quick --repeat "$live_runs" \
   --only "$live_short" &
 drivers+=($!)
+drive live-masks python3 "$it/live_tests.py" --bin "$build" --quick --repeat "$live_runs" \
+  --only "$live_masks" &
+drivers+=($!)
+drive session python3 "$it/session_tests.py" --bin "$build" --flagset gcc-pgfentry \
+  --repeat "$(left 2 1)" --only "$session_cases" &
+drivers+=($!)
 for i in $(seq "$sleepers"); do
   drive "live-sleep$i" python3 "$it/live_tests.py" --bin "$build" --quick --repeat "$sleep_runs" \
     --only "$live_sleep" &
@@ -137,6 +146,7 @@ drivers+=($!)
 for p in "${drivers[@]}"; do wait "$p" || status=1; done
 echo "== per driver: stacks $stack_runs runs per mode, behaviours $case_runs per case (-O2-only"
 echo "   $o2_runs, base-only $base_runs), integration $it_runs, live one-shot $live_runs"
-echo "   ($sleepers x $sleep_runs when they sleep), live requests $(left 15 1) more per case"
+echo "   ($sleepers x $sleep_runs when they sleep), live requests $(left 15 1) more per case,"
+echo "   session cases $(left 2 1)"
 echo "== all: $(($(date +%s) - start)) s; $( ((status == 0)) && echo passed || echo FAILED)"
 exit $status

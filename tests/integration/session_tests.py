@@ -167,7 +167,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--flagset", action="append", choices=sorted(FLAGSETS))
+    ap.add_argument("--only", default="", help="comma-separated case names (default: all)")
+    ap.add_argument("--repeat", type=int, default=1, help="run each case this many times")
     a = ap.parse_args()
+    only = [n for n in a.only.split(",") if n]
     buildcache.use(a.bin)
     a.bin = os.path.abspath(a.bin)
     rr = os.path.join(a.bin, "ftrace-run")
@@ -184,12 +187,19 @@ def main():
                      ("execenv2", env_case("execenv2", "A=1\nLD_PRELOAD=libm.so.6\nB=2\n")),
                      ("spawnenv", env_case("spawnenv", "A=1\n")),
                      ("dlmopen", lambda *x: case_dlmopen(*x, lib))]
+            unknown = set(only) - {n for n, _ in cases}
+            if unknown:
+                ap.error("no case %s" % ", ".join(sorted(unknown)))
             for name, case in cases:
-                cwd = os.path.join(work, name)
-                os.makedirs(cwd)
+                if only and name not in only:
+                    continue
                 try:
-                    case(exe, cwd, rr, rb)
-                    print("ok   %s/%s" % (fs, name))
+                    for i in range(a.repeat):
+                        cwd = os.path.join(work, "%s.%d" % (name, i))
+                        os.makedirs(cwd)
+                        case(exe, cwd, rr, rb)
+                        shutil.rmtree(cwd, ignore_errors=True)
+                    print("ok   %s/%s%s" % (fs, name, " x%d" % a.repeat if a.repeat > 1 else ""))
                 except (AssertionError, subprocess.TimeoutExpired, OSError, ValueError) as e:
                     print("FAIL %s/%s: %s" % (fs, name, e))
                     failed += 1
