@@ -62,6 +62,14 @@ void ftr_fd_protect(int *fd)
     ftr_fd_unlock();
 }
 
+int ftr_fd_high(int fd)
+{
+    int high = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 512) : -1;
+    if (high < 0) return fd;
+    syscall(SYS_close, fd); /* not close(): ours pretends for a guarded number */
+    return high;
+}
+
 void ftr_fd_unprotect(int *fd)
 {
     ftr_fd_lock();

@@ -35,12 +35,7 @@ int ftr_output_open(void)
     int flags = O_WRONLY | O_APPEND | O_CLOEXEC | (ftr_is_root ? O_CREAT | O_TRUNC : O_CREAT);
     int fd = open(ftr_cfg.output, flags, 0644);
     if (fd < 0) return -1;
-    /* out of the way of the program's own descriptor numbers */
-    int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
-    if (high >= 0) {
-        close(fd);
-        fd = high;
-    }
+    fd = ftr_fd_high(fd);
     if (ftr_is_root) {
         struct ftr_buf hdr = {0};
         int ok =

@@ -29,7 +29,6 @@
 #define SEG_BYTES                                                                                  \
     (2 * (260u << 10)) /* a segment: two chunks of the default size (256 KiB                       \
                         * and a page for their headers) */
-#define FD_ABOVE 512   /* our descriptors' numbers start here (as the trace file's) */
 
 static int region_fd = -1;
 static struct ftr_region_hdr *hdr; /* the header page (anonymous: a stand-in) */
@@ -63,12 +62,7 @@ static int make_memfd(void)
         syscall(SYS_close, fd);
         return -1;
     }
-    int high = fcntl(fd, F_DUPFD_CLOEXEC, FD_ABOVE);
-    if (high >= 0) {
-        syscall(SYS_close, fd);
-        fd = high;
-    }
-    return fd;
+    return ftr_fd_high(fd);
 }
 
 /* The header page, from the memfd when there is one. @return 0, or -1 (no memory at all) */

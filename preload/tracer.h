@@ -511,6 +511,9 @@ void ftr_writer_lock(int how) FTR_HIDDEN;
 /* Further descriptors of ours (/proc/PID/stat): *fd is guarded like the trace file's, and
  * updated (under the lock) when a dup2() onto it moves it. At most 6. */
 void ftr_fd_protect(int *fd) FTR_HIDDEN;
+/* fd moved to a number above 512, out of the way of the program's own (the low one closed); fd
+ * itself where no higher number can be had; -1 for -1 */
+int ftr_fd_high(int fd) FTR_HIDDEN;
 extern atomic_uint ftr_fd_moves FTR_HIDDEN; /* odd while one of ours is moved (region.c) */
 void ftr_fd_unprotect(int *fd) FTR_HIDDEN;
 

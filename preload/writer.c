@@ -146,9 +146,7 @@ static void flush_out(void)
         /* The number is not ours any more: never write there. Open the file again (appending
          * whole chunks, as every process of the session does), out of the program's way. */
         int fd = open(ftr_cfg.output, O_WRONLY | O_APPEND | O_CLOEXEC);
-        int high = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 512) : -1;
-        if (fd >= 0 && high >= 0) close(fd);
-        if (high < 0) high = fd;
+        int high = ftr_fd_high(fd);
         struct stat st;
         if (high >= 0 && fstat(high, &st) == 0 && st.st_dev == trace_dev &&
             st.st_ino == trace_ino) {

@@ -108,6 +108,10 @@ void ftr_fd_unprotect(int *fd)
 {
     (void)fd;
 }
+int ftr_fd_high(int fd)
+{
+    return fd;
+}
 void ftr_control_poll(void) {}
 void ftr_output_lock(void) {}
 void ftr_output_release(void) {}

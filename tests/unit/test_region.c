@@ -25,6 +25,12 @@ void ftr_fd_unprotect(int *fd)
 {
     (void)fd;
 }
+int ftr_fd_high(int fd)
+{
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
+    close(fd);
+    return high;
+}
 
 #define BYTES (100u * 1024) /* a chunk: 25 pages, so 5 to a segment */
 
