@@ -452,6 +452,25 @@ int ftr_chunk_hdr_decode(const uint8_t *p, struct ftr_chunk_hdr *h)
     return ftr_chunk_hdr_decode_sized(p, HDR, h);
 }
 
+size_t ftr_chunks_retarget(uint8_t *p, size_t n, uint32_t pid, uint32_t types)
+{
+    size_t in = 0, kept = 0;
+    while (in < n) {
+        struct ftr_chunk_hdr h;
+        if (n - in < HDR || !ftr_chunk_hdr_decode(p + in, &h) || h.payload_size > n - in - HDR)
+            return 0;
+        size_t len = HDR + h.payload_size;
+        if (h.type < 32 && (types >> h.type & 1)) {
+            h.pid = pid;
+            memmove(p + kept, p + in, len);
+            write_chunk_hdr(p + kept, &h);
+            kept += len;
+        }
+        in += len;
+    }
+    return kept;
+}
+
 int ftr_enc_chunk(struct ftr_enc *e, unsigned type, uint32_t pid, uint32_t tid, uint64_t tsc_first,
                   uint64_t tsc_last, uint64_t seq, const void *raw, size_t n, struct ftr_buf *out)
 {

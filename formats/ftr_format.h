@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define FTR_FORMAT_MAJOR 2
-#define FTR_FORMAT_MINOR 3
+#define FTR_FORMAT_MINOR 4
 
 #define FTR_FILE_MAGIC "FTRACE\x1a\x01" /* 8 bytes */
 #define FTR_FILE_HEADER_SIZE 16
@@ -104,6 +104,10 @@ struct ftr_chunk_hdr {
  *  @return 1 when they are a valid chunk header (magic, check, payload_size within
  *  FTR_CHUNK_MAX_PAYLOAD), else 0 (*h is then unspecified). */
 int ftr_chunk_hdr_decode(const uint8_t *p, struct ftr_chunk_hdr *h);
+/*! ftr_chunks_retarget() : the whole chunks in p[0..n) said to be process pid's, and only
+ *  those whose type is in the mask keep (1 << type): the rest are cut out. @return the bytes
+ *  left, or 0 when p does not hold whole valid chunks. */
+size_t ftr_chunks_retarget(uint8_t *p, size_t n, uint32_t pid, uint32_t types);
 /*! ftr_chunk_hdr_size() : the chunk header size of files of that major version (0: unknown). */
 size_t ftr_chunk_hdr_size(unsigned major);
 /*! ftr_chunk_hdr_decode_sized() : the same for a header of size bytes (ftr_chunk_hdr_size()). */
@@ -271,7 +275,8 @@ struct ftr_site_info {
     X(FTR_END_UNKNOWN, 0, "unknown (killed?)")                                                     \
     X(FTR_END_EXIT, 1, "exited")                                                                   \
     X(FTR_END_SIGNAL, 2, "killed by signal")                                                       \
-    X(FTR_END_EXEC, 3, "replaced by exec")
+    X(FTR_END_EXEC, 3, "replaced by exec")                                                         \
+    X(FTR_END_VANISHED, 4, "ended unseen: SIGKILL, a seccomp kill or a raw exit")
 #define FTR_X_ENUM(name, val, str) name = val,
 enum ftr_end_how { FTR_END_HOWS(FTR_X_ENUM) };
 #undef FTR_X_ENUM
@@ -370,6 +375,8 @@ int ftr_lock_writer(int fd, uint32_t pid);
 int ftr_lock_holder(int fd, uint32_t *pid);
 /* Waits until no writer holds one. @return 0, or -1 (cannot tell: errno). */
 int ftr_lock_wait(int fd);
+/*! ftr_lock_release() : the writer's lock for pid let go (its END is written). */
+int ftr_lock_release(int fd, uint32_t pid);
 
 /* ---- reader: chunk by chunk, streaming ---- */
 struct ftr_reader;

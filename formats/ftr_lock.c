@@ -34,6 +34,11 @@ int ftr_lock_writer(int fd, uint32_t pid)
     return lock(fd, F_OFD_SETLK, F_WRLCK, FTR_LOCK_BASE + pid, 1);
 }
 
+int ftr_lock_release(int fd, uint32_t pid)
+{
+    return lock(fd, F_OFD_SETLK, F_UNLCK, FTR_LOCK_BASE + pid, 1);
+}
+
 int ftr_lock_holder(int fd, uint32_t *pid)
 {
     struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = FTR_LOCK_BASE};

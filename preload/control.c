@@ -50,6 +50,8 @@
 
 #include "ftr_env.h"
 #include "ftr_patcher.h"
+#include "recorder.h"
+#include "region.h"
 #include "sigguard.h"
 #include "tracer.h"
 #include "values.h"
@@ -73,6 +75,7 @@ static atomic_int bind_state = 2;
  * failed, a new server may start while the one stopped at the exec still sleeps in poll(). */
 static __thread int listen_fd __attribute__((tls_model("initial-exec"))) = -1;
 static __thread int conn_fd __attribute__((tls_model("initial-exec"))) = -1;
+static __thread int sig_fd __attribute__((tls_model("initial-exec"))) = -1;
 static pid_t server_pid;  /* the process that bound sock_path */
 static char ctl_dir[256]; /* ftr_ctl_dir() as the process started (ftrace-ctl reads environ) */
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -90,8 +93,9 @@ static uint32_t finished_writer;
  * id, once it is on the handshake's ignored list. */
 static atomic_uint park_gen;
 static atomic_int park_tid;
-static int parked;   /* such a thread waits (under start_lock) */
-static int park_err; /* it could not be made (an errno value): the child has no server */
+static int parked;      /* such a thread waits (under start_lock) */
+static int self_unpark; /* it starts itself (under start_lock) */
+static int park_err;    /* it could not be made (an errno value): the child has no server */
 
 void ftr_control_start(void)
 {
@@ -417,6 +421,58 @@ static void bound(int state)
     syscall(SYS_futex, &bind_state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
+static void start_server(void);
+
+/* With no writer thread (a recorder writes), the server is the thread of ours that would keep
+ * the process alive once every thread of the program has ended (writer.c says what happens
+ * then): it looks, each second, then often once the main thread is gone. Through a descriptor
+ * of its own table. */
+static __thread int stat_fd __attribute__((tls_model("initial-exec"))) = -1;
+
+static void watch_program(int *leader_gone)
+{
+    ftr_threads_housekeep(); /* threads that ended without a word, meanwhile */
+    /* A main thread that called pthread_exit() has a watcher of its own (ftr_orphan_watch):
+     * exit(0) flushes the program's stdio through the program's descriptors, which this
+     * thread's table does not have. After a raw exit system call, glibc runs nothing. */
+    if (ftr_main_pthread_exited) return;
+    if (stat_fd < 0) stat_fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (stat_fd < 0 || !ftr_program_gone_read(stat_fd, leader_gone)) return;
+    ftr_writer_stop(ftr_end_orphaned());
+    ftr_orphan_exit();
+}
+
+/* A parked server (a fork child's) waits for the child's image to begin: the writer thread
+ * starts it (ftr_control_poll), or, with a recorder, the recorder says so in the region's
+ * header (news) and the server starts itself. @return its generation, 0: never (the image
+ * ended first) */
+static unsigned wait_unparked(void)
+{
+    struct ftr_region_hdr *h = ftr_region_header();
+    unsigned me;
+    while (!(me = atomic_load(&park_gen))) {
+        if (h && atomic_load(&h->news) && ftr_recorder_on()) {
+            pthread_mutex_lock(&start_lock);
+            if (parked && atomic_load(&requested) && !finished) {
+                atomic_store(&requested, 0);
+                self_unpark = 1;
+                start_server(); /* sets park_gen, and does not wait for us */
+                self_unpark = 0;
+            }
+            me = atomic_load(&park_gen);
+            pthread_mutex_unlock(&start_lock);
+            return me; /* 0: it could not start, or the image ended first */
+        }
+        if (h && ftr_recorder_on()) {
+            struct timespec ts = {1, 0};
+            syscall(SYS_futex, &h->news, FUTEX_WAIT, 0, &ts, NULL, 0);
+        } else {
+            syscall(SYS_futex, &park_gen, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+        }
+    }
+    return me;
+}
+
 static void *server_main(void *arg)
 {
     unsigned me = (unsigned)(uintptr_t)arg;
@@ -429,8 +485,7 @@ static void *server_main(void *arg)
     if (!me) { /* parked: tell the fork handler it may go on, then wait to be wanted */
         atomic_store(&park_tid, tid);
         syscall(SYS_futex, &park_tid, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-        while (!(me = atomic_load(&park_gen)))
-            syscall(SYS_futex, &park_gen, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+        if (!(me = wait_unparked())) return NULL;
     }
     char why[600] = "";
     /* A seccomp filter may kill the process for a system call it did not expect (unshare()
@@ -455,14 +510,24 @@ static void *server_main(void *arg)
     }
     bound(1);
     listen_fd = own_table(listen_fd);
-    int failures = 0; /* in a row: past a few, slow down (never spin) */
+    sig_fd = ftr_ctlsig_open(); /* signals sent to this thread alone (ctlsig.c) */
+    int failures = 0;           /* in a row: past a few, slow down (never spin) */
+    int leader_gone = 0;
     while (atomic_load(&gen) == me && failures < 1000) {
-        struct pollfd p = {.fd = listen_fd, .events = POLLIN};
-        int r = listen_fd >= 0 ? poll(&p, 1, 1000) : (sleep(1), 0);
+        struct pollfd p[2] = {{.fd = listen_fd, .events = POLLIN},
+                              {.fd = sig_fd, .events = POLLIN}};
+        int ms = leader_gone ? 5 : 1000;
+        int r = listen_fd >= 0 ? poll(p, 2, ms) : (usleep((useconds_t)ms * 1000), 0);
         if (atomic_load(&gen) != me) break;
+        if (r > 0 && p[1].revents) {
+            ftr_ctlsig_take(sig_fd);
+            if (!p[0].revents) continue;
+        }
+        if (r == 0 && sig_fd >= 0) ftr_ctlsig_refresh(sig_fd);
+        if (r == 0 && !ftr_writer_tid) watch_program(&leader_gone);
         if (r == 0) rebind_if_gone_or_lost(); /* the socket file removed (by hand, /tmp cleaner) */
         if (r <= 0) continue;
-        if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) || !listening_ours()) {
+        if ((p[0].revents & (POLLHUP | POLLERR | POLLNVAL)) || !listening_ours()) {
             close_own(&listen_fd); /* broken: listen anew */
             rebind_if_gone_or_lost();
             continue;
@@ -487,6 +552,7 @@ static void *server_main(void *arg)
     if (atomic_compare_exchange_strong(&serving, &me, 0) && !atomic_load(&stopping))
         unlink(sock_path);
     close_own(&listen_fd);
+    close_own(&sig_fd);
     return NULL; /* the table goes with the thread */
 }
 
@@ -548,6 +614,7 @@ static void start_server(void)
         parked = 0;
         atomic_store(&park_gen, me);
         syscall(SYS_futex, &park_gen, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        if (self_unpark) return; /* the caller is that thread: it binds next */
     } else if (!rc)
         rc = ftr_create_own_thread(&th, 1, server_main, (void *)(uintptr_t)me);
     if (rc) {
@@ -566,7 +633,7 @@ void ftr_control_poll(void)
         return; /* a request before the constructor finished waits for it */
     atomic_store(&requested, 0);
     pthread_mutex_lock(&start_lock);
-    if (finished && finished_writer == ftr_writer_tid) {
+    if (finished && finished_writer == ftr_writer_gen) {
         pthread_mutex_unlock(&start_lock);
         return;
     }
@@ -590,15 +657,14 @@ static void stop_server(void)
  * fails, -1, counts as this process: see ftr_own_process()) */
 static int server_here(void)
 {
-    long pid = syscall(SYS_getpid);
-    return server_current() && (pid < 0 || (pid_t)pid == server_pid);
+    return server_current() && ftr_own_process() && (pid_t)ftr_g.pid == server_pid;
 }
 
 void ftr_control_cleanup(void)
 {
     pthread_mutex_lock(&start_lock);
     finished = 1;
-    finished_writer = ftr_writer_tid;
+    finished_writer = ftr_writer_gen;
     if (server_here()) {
         /* let a request being carried out finish (bounded: never hang an exiting process) */
         struct timespec ts;
@@ -615,7 +681,7 @@ void ftr_control_cleanup_fast(void)
 {
     /* no start_lock (a signal handler's _exit may come here): a start under way in the writer
      * either set serving before this reads it, or reads finished after this sets it */
-    finished_writer = ftr_writer_tid;
+    finished_writer = ftr_writer_gen;
     __atomic_store_n(&finished, 1, __ATOMIC_SEQ_CST);
     if (server_here()) stop_server(); /* a request being carried out is not waited for */
 }

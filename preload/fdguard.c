@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,6 +66,14 @@ void ftr_fd_protect(int *fd)
 int ftr_fd_high(int fd)
 {
     int high = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 512) : -1;
+    struct rlimit nofile;
+    /* a small limit (ulimit -n 16): the highest free numbers under it, the program's first
+     * descriptors stay where they would be untraced */
+    if (high < 0 && fd >= 0 && getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
+        nofile.rlim_cur != RLIM_INFINITY && nofile.rlim_cur <= 512)
+        for (int at = (int)nofile.rlim_cur - 1;
+             high < 0 && at > fd && at >= (int)nofile.rlim_cur - 16; at--)
+            if (fcntl(at, F_GETFD) < 0 && errno == EBADF) high = fcntl(fd, F_DUPFD_CLOEXEC, at);
     if (high < 0) return fd;
     syscall(SYS_close, fd); /* not close(): ours pretends for a guarded number */
     return high;

@@ -17,6 +17,9 @@
     X(FTR_ENV_ZSTD_LEVEL, "FTRACE_ZSTD_LEVEL", "zstd level of the trace file (default 1)")         \
     X(FTR_ENV_FLUSH_MS, "FTRACE_FLUSH_MS", "flush partial buffers every N ms (default 50)")        \
     X(FTR_ENV_SESSION, "FTRACE_SESSION", "session id shared by every process of one run")          \
+    X(FTR_ENV_RECORDER, "FTRACE_RECORDER",                                                         \
+      "the session's recorder process (set by the tracer); 0: each process writes the file "       \
+      "from a thread of its own")                                                                  \
     X(FTR_ENV_DEPTH_MAX, "FTRACE_SHADOW_DEPTH",                                                    \
       "shadow stack entries per thread (default 16384, at most 1048576)")                          \
     X(FTR_ENV_VERBOSE, "FTRACE_VERBOSE", "1: say on stderr what was patched and how")              \

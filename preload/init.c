@@ -30,6 +30,7 @@
 #include "sigguard.h"
 #include "libcalls.h"
 #include "retaddr.h"
+#include "recorder.h"
 #include "tracer.h"
 #include "values.h"
 
@@ -255,12 +256,25 @@ void ftr_program_watch(void)
     ftr_fd_protect(&stat_fd);
 }
 
+static int program_gone(ssize_t n, char *buf, int *leader_gone);
+
 int ftr_program_gone(int *leader_gone)
 {
     char buf[1024];
     ftr_fd_lock(); /* the number stays ours while it is read */
     ssize_t n = stat_fd >= 0 ? pread(stat_fd, buf, sizeof buf - 1, 0) : -1;
     ftr_fd_unlock();
+    return program_gone(n, buf, leader_gone);
+}
+
+int ftr_program_gone_read(int fd, int *leader_gone)
+{
+    char buf[1024];
+    return program_gone(pread(fd, buf, sizeof buf - 1, 0), buf, leader_gone);
+}
+
+static int program_gone(ssize_t n, char *buf, int *leader_gone)
+{
     if (n <= 0) return 0;
     buf[n] = 0;
     const char *p = strrchr(buf, ')'); /* "pid (comm) S ppid ..." */
@@ -273,6 +287,7 @@ int ftr_program_gone(int *leader_gone)
         if (*p == ' ') field++;
     long threads = strtol(p, NULL, 10);
     if (threads > 4) return 0; /* the zombie leader, the writer, the control server, more */
+    /* (with a recorder, the control server is the only one of ours) */
     return ftr_stw_others() == 0;
 }
 
@@ -297,6 +312,33 @@ void ftr_orphan_exit(void)
         syscall(SYS_exit_group, 0);
 }
 
+/* With a recorder there is no writer thread to see the program gone (writer.c): when the
+ * main thread calls pthread_exit(), a thread of ours starts watching, in the program's
+ * descriptor table (exit(0) flushes the program's stdio there). */
+static void *orphan_watch_main(void *arg)
+{
+    (void)arg;
+    ftr_thread_off();
+    ftr_stw_ignore((int)syscall(SYS_gettid));
+    for (int leader_gone = 0;;) {
+        struct timespec d = {0, 5 * 1000 * 1000};
+        nanosleep(&d, NULL);
+        if (ftr_program_gone(&leader_gone)) {
+            ftr_writer_stop(ftr_end_orphaned());
+            ftr_orphan_exit();
+        }
+    }
+    return NULL;
+}
+
+void ftr_orphan_watch(void)
+{
+    static atomic_int started;
+    pthread_t th;
+    if (!ftr_g.ready || ftr_writer_tid || atomic_exchange(&started, 1)) return;
+    ftr_create_own_thread(&th, 1, orphan_watch_main, NULL);
+}
+
 /* exec failed after ftr_finish(FTR_END_EXEC): this image goes on, and so does its trace. */
 void ftr_resume(void)
 {
@@ -309,7 +351,7 @@ void ftr_resume(void)
         ftr_output_release();
         return;
     }
-    ftr_stw_ignore((int)ftr_writer_tid);
+    if (ftr_writer_tid) ftr_stw_ignore((int)ftr_writer_tid);
     struct ftr_buf meta = {0};
     ftr_modules_describe(&meta);
     ftr_writer_add_meta(&meta);
@@ -329,12 +371,14 @@ static void fork_prepare(void)
     ftr_modules_lock(1);
     ftr_threads_prepare_fork();
     ftr_writer_lock(1);
+    ftr_recorder_prepare_fork();
     ftr_fd_lock();
 }
 
 static void fork_parent(void)
 {
     ftr_fd_unlock();
+    ftr_recorder_parent_fork();
     ftr_writer_lock(0);
     ftr_threads_parent_fork();
     ftr_modules_lock(0);
@@ -367,6 +411,7 @@ void ftr_child_after_fork(void)
     int tracing = ftr_g.ready && !atomic_load(&ended);
     ftr_control_child_fork(0);
     if (!tracing) {
+        ftr_recorder_forget();
         ftr_output_fork_child(0);
         return;
     }
@@ -391,7 +436,7 @@ void ftr_child_after_fork(void)
         ftr_output_release();
         return;
     }
-    ftr_stw_ignore((int)ftr_writer_tid);
+    if (ftr_writer_tid) ftr_stw_ignore((int)ftr_writer_tid);
     ftr_control_child_fork(1); /* while the child is one thread (control.c says why) */
 }
 
@@ -626,8 +671,8 @@ static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
      * stays pending until we return. */
     int fault =
         (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL) && si->si_code > 0;
-    if (!fault) { /* to this process: the pid known, if a sandbox fails getpid() */
-        long pid = syscall(SYS_getpid);
+    if (!fault) { /* to this process: the pid known (a sandbox may fail or forbid getpid()) */
+        long pid = atomic_load(&ftr_vforks) ? syscall(SYS_getpid) : (long)ftr_g.pid;
         syscall(SYS_tgkill, pid > 0 ? (pid_t)pid : (pid_t)ftr_g.pid, syscall(SYS_gettid), sig);
     }
     errno = saved;
@@ -716,7 +761,6 @@ static void start(void)
         }
         return; /* the file stays, with its header, for instrumented children */
     }
-    ftr_output_lock(); /* from here on, this process writes the file (output.c) */
     /* before the writer thread exists: registering for membarrier in a single-threaded process
      * is immediate, later it waits for an RCU grace period (~15 ms) */
     char bperr[256] = "";
@@ -729,7 +773,7 @@ static void start(void)
         return;
     }
     if (bperr[0] && ftr_cfg.verbose) ftr_msg("%s", bperr);
-    ftr_stw_ignore((int)ftr_writer_tid);
+    if (ftr_writer_tid) ftr_stw_ignore((int)ftr_writer_tid);
     pthread_atfork(fork_prepare, fork_parent, ftr_child_after_fork);
     atomic_store(&ftr_hot.recording, 1);
     at_quick_exit(on_quick_exit);

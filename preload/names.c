@@ -82,9 +82,10 @@ void ftr_name_at_setup(struct ftr_thread *r)
 static void renamed(pthread_t th, int self, const char *name)
 {
     struct ftr_thread *r = self ? ftr_tls.thr : ftr_thread_of(th);
-    if (r)
+    if (r) {
         store_name(r->name, name);
-    else if (self && my_tid() == ftr_g.pid)
+        ftr_thread_name_publish(r);
+    } else if (self && my_tid() == ftr_g.pid)
         store_name(start_name, name); /* the main thread before its first hook */
 }
 

@@ -96,6 +96,24 @@ void ftr_env_snapshot(void)
     real_posix_spawnp = (spawn_fn)dlsym(RTLD_NEXT, "posix_spawnp");
 }
 
+void ftr_env_session_set(int id, const char *value)
+{
+    const char *name = ftr_env_name(id);
+    size_t n = strlen(name);
+    char *kv;
+    if (setenv(name, value, 1) != 0 || asprintf(&kv, "%s=%s", name, value) < 0) return;
+    for (size_t i = 0; i < n_session_env; i++)
+        if (!strncmp(session_env[i], name, n) && session_env[i][n] == '=') {
+            free(session_env[i]);
+            session_env[i] = kv;
+            return;
+        }
+    if (n_session_env < FTR_ENV__COUNT)
+        session_env[n_session_env++] = kv;
+    else
+        free(kv);
+}
+
 /* LD_PRELOAD as the parent gave it: ours was put first ("ours:theirs", or "ours" for an empty
  * one). Edited in place, so that the entry keeps its place among the others. */
 static void strip_first_preload(void)
@@ -411,6 +429,8 @@ EXPORT int daemon(int nochdir, int noclose)
 }
 
 /* vfork_x86_64.S: a failed vfork() sets errno like glibc's */
+atomic_int ftr_vforks;
+
 void ftr_vfork_errno(int e)
 {
     errno = e;

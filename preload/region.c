@@ -30,7 +30,15 @@
     (2 * (260u << 10)) /* a segment: two chunks of the default size (256 KiB                       \
                         * and a page for their headers) */
 
+#define META_MAX (64u << 20) /* the metadata log's room: chunks of MODULE, SITES, MARK */
+
+#define LOG_WIN (1u << 20) /* the log is mapped in windows of this */
+#define LOG_WINS (META_MAX / LOG_WIN)
+
 static int region_fd = -1;
+static uint64_t meta_cap;
+static void *_Atomic logwin[LOG_WINS];
+static void *log_window(size_t k);
 static struct ftr_region_hdr *hdr; /* the header page (anonymous: a stand-in) */
 static size_t chunk_bytes, stride, seg, max_chunks;
 static void *_Atomic segs[SEGS_MAX];
@@ -41,22 +49,26 @@ static size_t page_round(size_t n)
     return (n + 4095) & ~(size_t)4095;
 }
 
-/* A memfd for max_chunks chunks, or -1 (anonymous segments then). The size stays within
- * RLIMIT_FSIZE: beyond it the kernel sends SIGXFSZ. */
+/* A memfd for max_chunks chunks and the metadata log after them, or -1 (anonymous segments
+ * then). The size stays within RLIMIT_FSIZE: beyond it the kernel sends SIGXFSZ. */
 static int make_memfd(void)
 {
     int fd = (int)syscall(SYS_memfd_create, "ftrace-chunks", MFD_CLOEXEC);
     if (fd < 0) return -1;
     struct rlimit fs;
-    uint64_t want = FTR_REGION_HDR + (uint64_t)max_chunks * stride;
-    if (getrlimit(RLIMIT_FSIZE, &fs) == 0 && fs.rlim_cur != RLIM_INFINITY) {
-        uint64_t room = fs.rlim_cur > FTR_REGION_HDR ? (fs.rlim_cur - FTR_REGION_HDR) / stride : 0;
+    meta_cap = META_MAX;
+    uint64_t want = FTR_REGION_HDR + (uint64_t)max_chunks * stride + meta_cap;
+    if (getrlimit(RLIMIT_FSIZE, &fs) == 0 && fs.rlim_cur != RLIM_INFINITY && fs.rlim_cur < want) {
+        uint64_t room = fs.rlim_cur > FTR_REGION_HDR ? fs.rlim_cur - FTR_REGION_HDR : 0;
+        meta_cap = (room / 8) & ~(uint64_t)4095;
+        if (meta_cap > META_MAX) meta_cap = META_MAX;
+        room = (room - meta_cap) / stride;
         if (room < 4) { /* not even a thread's two chunks and a few more */
             syscall(SYS_close, fd);
             return -1;
         }
         if (room < max_chunks) max_chunks = room;
-        want = FTR_REGION_HDR + (uint64_t)max_chunks * stride;
+        want = FTR_REGION_HDR + (uint64_t)max_chunks * stride + meta_cap;
     }
     if (ftruncate(fd, (off_t)want) != 0) {
         syscall(SYS_close, fd);
@@ -78,12 +90,14 @@ static int make_header(uint32_t pid)
     if (p == MAP_FAILED)
         p = mmap(NULL, FTR_REGION_HDR, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return -1;
-    hdr = p;
+    hdr = p; /* zero: a new file's pages, or new anonymous memory */
     hdr->pid = pid;
     hdr->seg = (uint32_t)seg;
     hdr->stride = stride;
     hdr->bytes = chunk_bytes;
     hdr->anon = region_fd < 0;
+    hdr->meta_off = FTR_REGION_HDR + (uint64_t)max_chunks * stride;
+    hdr->meta_cap = region_fd < 0 ? 0 : meta_cap;
     atomic_store((_Atomic uint32_t *)&hdr->nchunks, 0);
     __atomic_store_n(&hdr->magic, FTR_REGION_MAGIC, __ATOMIC_RELEASE);
     return 0;
@@ -97,12 +111,19 @@ int ftr_region_init(size_t bytes)
     max_chunks = (size_t)SEGS_MAX * seg;
     region_fd = make_memfd();
     if (region_fd >= 0) ftr_fd_protect(&region_fd);
-    return make_header((uint32_t)ftr_getpid());
+    if (make_header((uint32_t)ftr_getpid()) < 0) return -1;
+    if (region_fd >= 0) log_window(0);
+    return 0;
 }
 
 int ftr_region_fd(void)
 {
     return region_fd;
+}
+
+struct ftr_region_hdr *ftr_region_header(void)
+{
+    return hdr;
 }
 
 /* Segment k mapped: from the memfd, validated against the descriptor guard's moves; or
@@ -153,6 +174,55 @@ void *ftr_region_chunk(uint32_t index)
     return (char *)s + (index % seg) * stride;
 }
 
+/* Window k of the metadata log (LOG_WIN bytes at meta_off + k * LOG_WIN), mapped on first use
+ * and kept: the control server appends marks from a descriptor table of its own, where our
+ * memfd's number means nothing, so the window it needs is mapped ahead by the others. */
+static void *log_window(size_t k)
+{
+    if (k >= LOG_WINS || (uint64_t)k * LOG_WIN >= hdr->meta_cap) return NULL;
+    void *w = atomic_load(&logwin[k]);
+    if (w) return w;
+    size_t len = LOG_WIN;
+    for (int tries = 0; tries < 2 && !w; tries++) { /* validated as map_segment() is */
+        unsigned moves = atomic_load(&ftr_fd_moves);
+        if (moves & 1) return NULL;
+        int fd = __atomic_load_n(&region_fd, __ATOMIC_ACQUIRE);
+        void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                       (off_t)(hdr->meta_off + (uint64_t)k * LOG_WIN));
+        if (m == MAP_FAILED) return NULL;
+        if (atomic_load(&ftr_fd_moves) != moves) {
+            munmap(m, len);
+            continue;
+        }
+        void *none = NULL;
+        if (atomic_compare_exchange_strong(&logwin[k], &none, m))
+            w = m;
+        else {
+            munmap(m, len);
+            w = none;
+        }
+    }
+    return w;
+}
+
+int ftr_region_meta_append(const void *p, size_t n)
+{
+    if (!hdr || region_fd < 0) return -1;
+    uint64_t at = atomic_load(&hdr->meta_len);
+    if (n > hdr->meta_cap - at) return -1;
+    for (uint64_t k = at / LOG_WIN; k <= (at + n) / LOG_WIN; k++) /* every window, first */
+        if (!log_window((size_t)k) && k * LOG_WIN < at + n) return -1;
+    for (uint64_t done = 0; done < n;) {
+        uint64_t off = at + done, room = LOG_WIN - off % LOG_WIN;
+        size_t part = (size_t)(n - done < room ? n - done : room);
+        memcpy((char *)logwin[off / LOG_WIN] + off % LOG_WIN, (const char *)p + done, part);
+        done += part;
+    }
+    atomic_store_explicit(&hdr->meta_len, at + n, memory_order_release);
+    log_window((size_t)((at + n) / LOG_WIN + 1)); /* ahead, for the control server's marks */
+    return 0;
+}
+
 /* The parent's memory out of the child's address space: its segments are shared with the
  * parent (the parent goes on writing them) and the child has no use for them. */
 static void forget_parent(void)
@@ -163,6 +233,10 @@ static void forget_parent(void)
         atomic_store(&segs[k], NULL);
     }
     atomic_store(&segs_used, 0);
+    for (size_t k = 0; k < LOG_WINS; k++) {
+        void *w = atomic_exchange(&logwin[k], NULL);
+        if (w) munmap(w, LOG_WIN);
+    }
     if (hdr) munmap(hdr, FTR_REGION_HDR);
     hdr = NULL;
     if (region_fd >= 0) {
@@ -180,5 +254,6 @@ int ftr_region_child_fork(void)
     region_fd = make_memfd();
     if (region_fd >= 0) ftr_fd_protect(&region_fd);
     if (make_header((uint32_t)ftr_getpid()) < 0) return -1;
+    if (region_fd >= 0) log_window(0);
     return region_fd >= 0 ? 0 : -1;
 }

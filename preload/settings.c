@@ -40,6 +40,7 @@
 #include "ftr_filter.h"
 #include "ftr_patcher.h"
 #include "libcalls.h"
+#include "region.h"
 #include "tracer.h"
 #include "values.h"
 
@@ -393,6 +394,8 @@ int ftr_set_threshold(uint64_t ns, char *err, size_t errlen)
     pthread_mutex_lock(&settings_lock);
     if (ticks > ftr_g.holdback_ticks) {
         __atomic_store_n(&ftr_g.holdback_ticks, ticks, __ATOMIC_RELEASE);
+        struct ftr_region_hdr *h = ftr_region_header(); /* the reader's copy */
+        if (h) atomic_store(&h->holdback_ticks, ticks);
         uint64_t start = ftr_writer_passes();
         for (int i = 0; ftr_writer_passes() < start + 2; i++) {
             if (i == 400) { /* 4 s: the writer is stuck; leave the threshold as it was */

@@ -101,6 +101,8 @@ static void stack_of(struct ftr_thread *r, const pthread_attr_t *attr)
  * and leaves out its own SIGCANCEL and SIGSETXID, which setuid() needs every thread to take).
  * The creating thread's mask, the program's, is never touched: a program whose calloc() blocks
  * for good there still ends on SIGTERM (live_tests.py hung_start). */
+#define OWN_STACK (512u << 10)
+
 int ftr_create_own_thread(pthread_t *th, int detached, void *(*fn)(void *), void *arg)
 {
     if (!real_create) real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
@@ -113,6 +115,9 @@ int ftr_create_own_thread(pthread_t *th, int detached, void *(*fn)(void *), void
     if (!rc) {
         if (detached) rc = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         if (!rc) rc = pthread_attr_setsigmask_np(&attr, &all);
+        /* a small fixed cost of address space (the default is RLIMIT_STACK, 8 MiB): room for
+         * zstd, and for a program's handlers and exit handlers run here (ctlsig.c, init.c) */
+        if (!rc) rc = pthread_attr_setstacksize(&attr, OWN_STACK);
         if (!rc) rc = real_create(th, &attr, fn, arg);
         pthread_attr_destroy(&attr);
     }

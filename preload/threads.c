@@ -3,17 +3,17 @@
  *
  * Nothing here takes a lock or calls the program's allocator: a thread's first hook, and a full
  * chunk, may come inside a signal handler that interrupted malloc() or any lock of the program.
- * Memory is the tracer's own (mmap); every shared structure is lock-free:
+ * Memory is the tracer's own (mmap, and the region's shared pages); every shared structure is
+ * lock-free:
  *
- *  - the chunk pool is a stack of chunk indices whose head carries a tag (no ABA): threads pop,
- *    the writer pushes; a dry pool maps a new chunk (up to a cap, then events are dropped);
- *  - full chunks go to the writer on a push-only stack, which the writer takes whole;
- *  - thread records are never unlinked from their list: a thread claims a free one (or maps a
- *    new one), the writer frees it after the thread's last chunk is written.
- *
- * A chunk is owned by its thread until it is queued as full; the writer may read the records of
- * a thread's current chunk up to the thread's write position (partial flush), taking only
- * records whose head is non-zero (filled).
+ *  - the chunk pool is a stack of chunk indices in the region's header whose head carries a tag
+ *    (no ABA): threads pop, the reader pushes (chunk.h); a dry pool maps a new chunk (up to a
+ *    cap, then events are dropped);
+ *  - a full chunk goes to the reader by its state (FULL), which the reader finds by scanning
+ *    the region (drain.c); it reads a thread's current chunk up to its first unfilled slot;
+ *  - a thread has a slot in the region's header (its tid and name, for the reader) and a record
+ *    here (its TLS, its chunks, its shadow stack): records are never unlinked from their list,
+ *    a thread claims a free one (or maps a new one) and frees it at its end.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -32,7 +32,7 @@
 
 __thread struct ftr_tls ftr_tls __attribute__((tls_model("initial-exec")));
 
-enum { REC_FREE = 0, REC_CLAIMED, REC_LIVE, REC_ENDED, REC_REAPABLE };
+enum { REC_FREE = 0, REC_CLAIMED, REC_LIVE, REC_ENDED };
 
 #define CHUNKS_MAX (1u << 20)
 #define POOL_MAX_BYTES (256u << 20) /* past this, events are dropped while the writer is behind */
@@ -40,10 +40,8 @@ enum { REC_FREE = 0, REC_CLAIMED, REC_LIVE, REC_ENDED, REC_REAPABLE };
 
 static struct ftr_thread *_Atomic threads; /* every record ever made (push-only) */
 static struct ftr_chunk **chunk_table;     /* index -> chunk (NORESERVE) */
-static _Atomic uint64_t pool_head;         /* tag << 32 | (index + 1); 0 index: empty */
-static atomic_uint pool_gen;               /* futex word: moves at every release */
+static struct ftr_region_hdr *rh;          /* the region's header: the pool, the slots */
 static atomic_uint chunks_allocated;
-static struct ftr_chunk *_Atomic full_head; /* LIFO of full chunks; the writer reverses it */
 static pthread_key_t thread_key;
 static int key_direct; /* thread_key may be set from any context */
 static _Atomic uint64_t lost_ended, lost_calls_ended, overruns_ended; /* of threads that ended */
@@ -59,24 +57,18 @@ static size_t shadow_bytes(void)
 
 /* ---- the pool ---- */
 
-static void pool_put(struct ftr_chunk *c)
-{
-    uint64_t h = atomic_load(&pool_head), nh;
-    do {
-        __atomic_store_n(&c->next_free, (uint32_t)h, __ATOMIC_RELAXED);
-        nh = ((h >> 32) + 1) << 32 | (c->index + 1);
-    } while (!atomic_compare_exchange_weak(&pool_head, &h, nh));
-}
-
+/* A chunk of the pool, now the caller's (OWNED), or NULL */
 static struct ftr_chunk *pool_pop(void)
 {
-    uint64_t h = atomic_load(&pool_head);
+    uint64_t h = atomic_load(&rh->pool_head);
     while ((uint32_t)h) {
         struct ftr_chunk *c = chunk_table[(uint32_t)h - 1];
+        if (!c) c = chunk_table[(uint32_t)h - 1] = ftr_region_chunk((uint32_t)h - 1);
+        if (!c) return NULL;
         /* c may be taken (and its next_free rewritten) meanwhile: the tag makes the CAS fail */
         uint32_t nx = __atomic_load_n(&c->next_free, __ATOMIC_RELAXED);
-        if (atomic_compare_exchange_weak(&pool_head, &h, ((h >> 32) + 1) << 32 | nx)) {
-            c->next = NULL;
+        if (atomic_compare_exchange_weak(&rh->pool_head, &h, ((h >> 32) + 1) << 32 | nx)) {
+            atomic_store_explicit(&c->state, FTR_CHUNK_OWNED, memory_order_release);
             return c;
         }
     }
@@ -94,6 +86,7 @@ static struct ftr_chunk *chunk_new(void)
     if (!c) return NULL;
     c->nrec = ftr_cfg.chunk_bytes / sizeof(struct ftr_rec);
     c->index = i;
+    atomic_store_explicit(&c->state, FTR_CHUNK_OWNED, memory_order_release); /* nrec with it */
     chunk_table[i] = c;
     return c;
 }
@@ -104,44 +97,41 @@ static struct ftr_chunk *chunk_new(void)
 static struct ftr_chunk *chunk_get(void)
 {
     for (;;) {
-        unsigned gen = atomic_load(&pool_gen);
+        unsigned gen = atomic_load(&rh->pool_gen);
         struct ftr_chunk *c = pool_pop();
         if (c) return c;
-        /* Beyond the cap, map more only while the writer is not behind (nothing queued):
+        /* Beyond the cap, map more only while the reader is not behind (nothing FULL):
          * chunks held by many live threads are not a backlog. */
         if ((size_t)atomic_load(&chunks_allocated) * chunk_size() < POOL_MAX_BYTES ||
-            !atomic_load(&full_head))
+            !atomic_load(&rh->full))
             return chunk_new();
         ftr_wake_writer();
         if (!ftr_cfg.lossless) return NULL;
         struct timespec ts = {0, 50 * 1000 * 1000};
-        syscall(SYS_futex, &pool_gen, FUTEX_WAIT_PRIVATE, gen, &ts, NULL, 0);
+        syscall(SYS_futex, &rh->pool_gen, FUTEX_WAIT, gen, &ts, NULL, 0);
     }
 }
 
+/* To the reader: every record of c is in (a release: used and the records are seen by it) */
 static void queue_full(struct ftr_chunk *c)
 {
-    struct ftr_chunk *h = atomic_load(&full_head);
-    do
-        c->next = h;
-    while (!atomic_compare_exchange_weak(&full_head, &h, c));
+    atomic_fetch_add(&rh->full, 1);
+    atomic_store_explicit(&c->state, FTR_CHUNK_FULL, memory_order_release);
 }
 
-/* Hands the chunk a thread record points to (its cur or held) to the writer, the pointer
- * cleared first: a writer that has taken the chunk, and maybe given it to another thread since,
- * never finds it there again (writer.c reads both in its partial flush). */
+/* Hands the chunk a thread record points to (its cur or held) to the reader, the pointer
+ * cleared first: once the reader has taken it, it may be another thread's. */
 static void queue_from(struct ftr_chunk **where)
 {
     struct ftr_chunk *c = *where;
     if (!c) return;
     __atomic_store_n(where, NULL, __ATOMIC_RELEASE);
-    queue_full(c); /* a release: the cleared pointer is seen by whoever takes the chunk */
+    queue_full(c);
 }
 
-/* The held chain of r to the writer, but for skip (a chunk also r's cur). Newest first: the
- * reader orders a thread's pieces by their seq0. Each link is cleared as its chunk goes: the
- * writer walking the chain (writer.c, take_partial) then stops early, never on a chunk that is
- * no longer held, and no stale link can make a cycle with a later chain. */
+/* The held chain of r to the reader, but for skip (a chunk also r's cur). Newest first: the
+ * reader orders a thread's pieces by their seq0. Each link is cleared as its chunk goes: no
+ * stale link can make a cycle with a later chain. */
 static void queue_held(struct ftr_thread *r, const struct ftr_chunk *skip)
 {
     struct ftr_chunk *h = r->held;
@@ -165,6 +155,58 @@ static void release_held(struct ftr_thread *r, const struct ftr_chunk *skip)
     r->held = NULL;
 }
 
+/* ---- thread slots (the reader's view of a thread) ---- */
+
+static struct ftr_region_thread *slot_at(int32_t i)
+{
+    return (struct ftr_region_thread *)((char *)rh + FTR_REGION_SLOT0) + i;
+}
+
+/* A free slot for thread tid, or -1: every slot is a live thread's, or one whose chunks the
+ * reader has still to write (the thread is traced; the trace does not name it). */
+static int32_t slot_claim(uint32_t tid)
+{
+    for (uint32_t i = 0; i < FTR_REGION_SLOTS; i++) {
+        struct ftr_region_thread *sl = slot_at((int32_t)i);
+        uint32_t free_state = FTR_SLOT_FREE;
+        if (atomic_load_explicit(&sl->state, memory_order_relaxed) != FTR_SLOT_FREE ||
+            !atomic_compare_exchange_strong(&sl->state, &free_state, FTR_SLOT_LIVE))
+            continue;
+        sl->tid = tid;
+        uint32_t n = atomic_load(&rh->nslots);
+        while (n <= i && !atomic_compare_exchange_weak(&rh->nslots, &n, i + 1))
+            ;
+        return (int32_t)i;
+    }
+    return -1;
+}
+
+void ftr_thread_name_publish(struct ftr_thread *r)
+{
+    if (r->slot < 0 || !rh) return;
+    struct ftr_region_thread *sl = slot_at(r->slot);
+    for (int i = 0; i < 2; i++)
+        __atomic_store_n((uint64_t *)sl->name + i,
+                         __atomic_load_n((uint64_t *)r->name + i, __ATOMIC_RELAXED),
+                         __ATOMIC_RELAXED);
+}
+
+/* The thread's chunks are all FULL (or free): the reader may write them and name it. */
+static void slot_end(struct ftr_thread *r)
+{
+    if (r->slot < 0) return;
+    atomic_store_explicit(&slot_at(r->slot)->state, FTR_SLOT_ENDED, memory_order_release);
+    r->slot = -1;
+}
+
+/* One of our own threads: it never recorded, nothing to write. */
+static void slot_free(struct ftr_thread *r)
+{
+    if (r->slot < 0) return;
+    atomic_store_explicit(&slot_at(r->slot)->state, FTR_SLOT_FREE, memory_order_release);
+    r->slot = -1;
+}
+
 /* ---- thread records ---- */
 
 static struct ftr_thread *record_claim(void)
@@ -174,6 +216,7 @@ static struct ftr_thread *record_claim(void)
         if (atomic_load(&r->state) == REC_FREE &&
             atomic_compare_exchange_strong(&r->state, &free_state, REC_CLAIMED)) {
             r->pth = 0;
+            r->slot = -1;
             return r;
         }
     }
@@ -184,6 +227,7 @@ static struct ftr_thread *record_claim(void)
     if (m == MAP_FAILED) return NULL;
     struct ftr_thread *r = (struct ftr_thread *)m;
     r->shadow = (struct ftr_shadow *)(m + head);
+    r->slot = -1;
     atomic_store(&r->state, REC_CLAIMED);
     struct ftr_thread *h = atomic_load(&threads);
     do
@@ -199,6 +243,7 @@ static void record_release(struct ftr_thread *r)
     madvise(r->shadow, shadow_bytes(), MADV_DONTNEED);
     r->tls = NULL;
     r->cur = r->spare = r->held = NULL;
+    r->slot = -1;
     r->ended = 0;
     r->next_seq = 0;
     r->stack_lo = r->stack_hi = 0;
@@ -232,11 +277,10 @@ void ftr_thread_unreserve(struct ftr_thread *r)
 
 static void set_window(struct ftr_tls *t, struct ftr_chunk *c)
 {
-    if (c) {
-        c->tid = t->thr->tid;
-        c->flushed = 0;
+    if (c) { /* a reader may look at a spare meanwhile (it finds no record): atomics */
+        __atomic_store_n(&c->tid, t->thr->tid, __ATOMIC_RELAXED);
         c->used = c->nrec;
-        c->seq0 = t->thr->next_seq;
+        __atomic_store_n(&c->seq0, t->thr->next_seq, __ATOMIC_RELAXED);
         t->thr->next_seq += c->nrec;
         t->pos = c->rec;
         t->end = c->rec + c->nrec;
@@ -264,6 +308,8 @@ static int setup(struct ftr_thread *r)
          * private stack (ftr_call_saving); else here (the start wrapper) */
         ftr_stack_bounds_here(r->stack_size, t->slow_sp, &t->stack_lo, &t->stack_hi);
     t->thr = r;
+    r->slot = slot_claim(r->tid);
+    ftr_thread_name_publish(r);
     t->shadow_base = t->top = r->shadow;
     t->shadow_end = r->shadow + ftr_cfg.shadow_entries;
     set_window(t, chunk_get());
@@ -288,8 +334,8 @@ void ftr_thread_init_slow(void *reserved)
     errno = saved_errno;
 }
 
-/* The writer reads another thread's write position; the thread's TLS block goes away with the
- * thread: the thread's end (thread_end) waits while the writer is inside this read. */
+/* Another thread reads a thread's counters in its TLS block, which goes away with the thread:
+ * the thread's end (thread_end) waits while one is inside such a read. */
 static int tls_enter(struct ftr_thread *r)
 {
     atomic_fetch_add(&r->reading, 1); /* a count: readers may overlap */
@@ -302,16 +348,8 @@ static void tls_leave(struct ftr_thread *r)
     atomic_fetch_sub(&r->reading, 1);
 }
 
-struct ftr_rec *ftr_thread_pos(struct ftr_thread *r)
-{
-    if (!tls_enter(r)) return NULL;
-    struct ftr_rec *p = __atomic_load_n(&r->tls->pos, __ATOMIC_ACQUIRE);
-    tls_leave(r);
-    return p;
-}
-
-/* This thread stops tracing for good: its chunks go to the writer, its record to free once they
- * are written. */
+/* This thread stops tracing for good: its chunks go to the reader, its slot with them (the
+ * reader names the thread once it has written them), its record back to free. */
 static void thread_end(struct ftr_thread *r)
 {
     struct ftr_tls *t = &ftr_tls;
@@ -320,23 +358,25 @@ static void thread_end(struct ftr_thread *r)
     queue_held(r, r->cur);
     struct ftr_chunk *c = r->cur;
     if (c && t->pos >= c->rec && t->pos <= c->rec + c->nrec)
-        c->used = (size_t)(t->pos - c->rec); /* a short thread's chunk: the writer reads less */
+        c->used = (size_t)(t->pos - c->rec); /* a short thread's chunk: the reader reads less */
     queue_from(&r->cur);
     if (r->spare) { /* never written: back to the pool as it is */
-        pool_put(r->spare);
+        ftr_pool_put(rh, r->spare);
         r->spare = NULL;
     }
     atomic_fetch_add(&lost_ended, t->lost);
     atomic_fetch_add(&lost_calls_ended, t->lost_calls);
     atomic_fetch_add(&overruns_ended, t->overruns);
+    slot_end(r);
     __atomic_store_n(&r->ended, 1, __ATOMIC_RELEASE);
     atomic_store(&r->state, REC_ENDED);
-    while (atomic_load(&r->reading)) /* the writer is reading our TLS: a few instructions */
+    while (atomic_load(&r->reading)) /* a reader of our TLS's counters: a few instructions */
         sched_yield();
     t->pos = t->end = NULL;
     t->shadow_base = t->shadow_end = t->top = NULL;
     t->thr = NULL;
     ftr_slow_area_free();
+    record_release(r);
     ftr_wake_writer();
 }
 
@@ -371,13 +411,14 @@ void ftr_thread_off(void)
     struct ftr_thread *r = t->thr;
     if (!r) return;
     /* One of our own threads (the writer, the control server), set up by the start wrapper
-     * and never recording: its chunks go back to the pool unwritten, its record is free again,
-     * and the trace never names it. */
+     * and never recording: its chunks go back to the pool unwritten, its record and slot are
+     * free again, and the trace never names it. */
     pthread_setspecific(thread_key, NULL);
     t->in_slow = 1;
     struct ftr_chunk *chunks[2] = {r->cur, r->spare};
     __atomic_store_n(&r->cur, NULL, __ATOMIC_RELEASE);
-    atomic_store(&r->state, REC_CLAIMED); /* out of the writer's sight */
+    atomic_store(&r->state, REC_CLAIMED); /* out of the counters' sight */
+    slot_free(r);
     while (atomic_load(&r->reading))
         sched_yield();
     t->pos = t->end = NULL;
@@ -422,10 +463,9 @@ void ftr_chunk_full_slow(void *unused)
     struct ftr_chunk *old = thr->cur, *next = thr->spare;
     if (next) {
         thr->spare = NULL;
-        next->tid = thr->tid;
-        next->flushed = 0;
+        __atomic_store_n(&next->tid, thr->tid, __ATOMIC_RELAXED); /* as in set_window */
         next->used = next->nrec;
-        next->seq0 = thr->next_seq;
+        __atomic_store_n(&next->seq0, thr->next_seq, __ATOMIC_RELAXED);
         thr->next_seq += next->nrec;
         __atomic_store_n(&t->end, NULL, __ATOMIC_RELAXED);
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -461,6 +501,8 @@ void ftr_chunk_full_slow(void *unused)
 int ftr_threads_init(void)
 {
     if (ftr_region_init(chunk_size()) < 0) return -1;
+    rh = ftr_region_header();
+    atomic_store(&rh->holdback_ticks, ftr_g.holdback_ticks); /* the reader's copy */
     chunk_table = mmap(NULL, CHUNKS_MAX * sizeof *chunk_table, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (chunk_table == MAP_FAILED) return -1;
@@ -471,40 +513,11 @@ int ftr_threads_init(void)
     return 0;
 }
 
-/* ---- the writer's side ---- */
-
-struct ftr_chunk *ftr_take_full_chunks(void)
-{
-    /* Threads that ended before this point queued all their chunks before saying so: those
-     * are in the list taken below, and the threads may be reaped after it is written. */
-    for (struct ftr_thread *r = atomic_load(&threads); r; r = r->next) {
-        int ended = REC_ENDED;
-        atomic_compare_exchange_strong(&r->state, &ended, REC_REAPABLE);
-    }
-    struct ftr_chunk *c = atomic_exchange(&full_head, NULL), *fifo = NULL;
-    while (c) { /* LIFO -> FIFO: each thread's chunks in the order it filled them */
-        struct ftr_chunk *next = c->next;
-        c->next = fifo;
-        fifo = c;
-        c = next;
-    }
-    return fifo;
-}
+/* ---- housekeeping ---- */
 
 void ftr_release_chunk(struct ftr_chunk *c)
 {
-    memset(c->rec, 0, c->used * sizeof c->rec[0]); /* set when it became a thread's window */
-    pool_put(c);
-    atomic_fetch_add(&pool_gen, 1);
-    if (ftr_cfg.lossless) syscall(SYS_futex, &pool_gen, FUTEX_WAKE_PRIVATE, INT32_MAX, 0, 0, 0);
-}
-
-void ftr_for_each_thread(void (*fn)(struct ftr_thread *, void *), void *arg)
-{
-    for (struct ftr_thread *r = atomic_load(&threads); r; r = r->next) {
-        int s = atomic_load(&r->state);
-        if (s == REC_LIVE || s == REC_ENDED || s == REC_REAPABLE) fn(r, arg);
-    }
+    ftr_chunk_recycle(rh, c, ftr_cfg.lossless);
 }
 
 /* A thread that ended without its destructor (a raw exit system call; or set up where its key
@@ -518,22 +531,17 @@ static void adopt_gone(struct ftr_thread *r)
     __atomic_store_n(&r->ended, 1, __ATOMIC_RELEASE);
     queue_held(r, r->cur); /* cur too if it died inside a switch without a spare: once */
     queue_from(&r->cur);
-    if (r->spare) pool_put(r->spare);
+    if (r->spare) ftr_pool_put(rh, r->spare);
     r->spare = NULL;
-    atomic_store(&r->state, REC_ENDED); /* reaped after its chunks, next pass */
+    slot_end(r);
+    record_release(r);
+    ftr_wake_writer();
 }
 
-void ftr_reap_threads(void (*ended)(const struct ftr_thread *))
+void ftr_threads_housekeep(void)
 {
-    for (struct ftr_thread *r = atomic_load(&threads); r; r = r->next) {
-        int s = atomic_load(&r->state);
-        if (s == REC_REAPABLE) {
-            if (ended) ended(r);
-            record_release(r);
-        } else if (s == REC_LIVE && r->tid != ftr_g.pid) {
-            adopt_gone(r);
-        }
-    }
+    for (struct ftr_thread *r = atomic_load(&threads); r; r = r->next)
+        if (atomic_load(&r->state) == REC_LIVE && r->tid != ftr_g.pid) adopt_gone(r);
 }
 
 /* No locks to hold across fork: the structures are consistent at every instruction. */
@@ -548,16 +556,19 @@ void ftr_threads_child_fork(void)
 {
     struct ftr_tls *t = &ftr_tls;
     struct ftr_thread *me = t->thr;
-    atomic_store(&full_head, NULL);
-    atomic_store(&pool_head, 0);
     atomic_store(&chunks_allocated, 0);
     for (struct ftr_thread *r = atomic_load(&threads); r; r = r->next) {
         r->cur = r->spare = r->held = NULL;
+        r->slot = -1;
         if (r != me && atomic_load(&r->state) != REC_FREE) record_release(r);
     }
     ftr_region_child_fork();
+    rh = ftr_region_header();
+    if (rh) atomic_store(&rh->holdback_ticks, ftr_g.holdback_ticks);
     if (!me) return;
     me->tid = (uint32_t)syscall(SYS_gettid);
+    me->slot = slot_claim(me->tid);
+    ftr_thread_name_publish(me);
     set_window(t, chunk_get());
     me->spare = chunk_get();
 }

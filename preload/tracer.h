@@ -39,6 +39,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "chunk.h"
 #include "ftr_format.h"
 
 #define FTR_HIDDEN __attribute__((visibility("hidden")))
@@ -308,8 +309,13 @@ static inline uint32_t ftr_getpid(void)
  * A getpid() that a sandbox's seccomp filter fails (-1) answers yes: a process that forbids
  * itself getpid() was taken for another one, and its trace was never ended (ends.c sandbox-*);
  * a vfork child of such a process has the filter too, and execs or _exits at once. */
+/* vfork_x86_64.S: vfork children running now (they share our memory) */
+extern atomic_int ftr_vforks FTR_HIDDEN;
+/* This process, not a vfork child on its memory: asked of the kernel only while a vfork child
+ * may run (a sandbox may forbid, or kill for, getpid(); failed, -1, it counts as ours) */
 static inline int ftr_own_process(void)
 {
+    if (!atomic_load_explicit(&ftr_vforks, memory_order_acquire)) return 1;
     long pid = syscall(SYS_getpid);
     return pid < 0 || (uint32_t)pid == ftr_g.pid;
 }
@@ -338,23 +344,6 @@ static inline uint64_t ftr_rdtsc(void)
     return (uint64_t)hi << 32 | lo;
 }
 
-/* threads.c: the slow path of the hooks (reached through ftr_call_saving: async-signal-safe
- * system calls allowed, never a lock or the program's allocator) and the writer's side. */
-struct ftr_chunk {
-    struct ftr_chunk *next;      /* on the full queue, or the writer's list */
-    struct ftr_chunk *held_next; /* its thread's held chain: the one held before it */
-    uint32_t tid;                /* owner thread */
-    uint32_t index;              /* in the pool's table */
-    uint32_t next_free;          /* pool: index + 1 of the next free chunk (0: none) */
-    size_t flushed;              /* records the writer has taken (it writes; rewind_short reads) */
-    size_t nrec;                 /* capacity in records */
-    size_t used;                 /* slots its thread reserved: nrec, or fewer in the last chunk of
-                                    a thread that ended; what the writer reads and zeroes */
-    uint64_t seq0;               /* position of rec[0] in its thread's stream of record slots: the
-                                    writer tells the reader the order of a thread's pieces by it */
-    struct ftr_rec rec[];        /* zeroed before (re)use: a zero head is an unfilled slot */
-};
-
 /* A thread's record (threads.c): mapped once with its shadow stack, never
  * unlinked from the list of records, reused by a later thread once the writer is done. */
 struct ftr_thread {
@@ -379,6 +368,7 @@ struct ftr_thread {
     void *start_arg;
     pthread_t pth; /* the thread's pthread_t: set by its creator, and at its setup */
     char name[16]; /* as it was named last (names.c) */
+    int32_t slot;  /* its slot in the region (region.h), -1: none */
 };
 
 /* First hook in a thread (reserved: NULL), or the start wrapper before the start routine
@@ -408,14 +398,10 @@ int ftr_threads_init(void) FTR_HIDDEN;
 void ftr_threads_prepare_fork(void) FTR_HIDDEN;
 void ftr_threads_parent_fork(void) FTR_HIDDEN;
 void ftr_threads_child_fork(void) FTR_HIDDEN;
-/* writer side */
-struct ftr_chunk *ftr_take_full_chunks(void) FTR_HIDDEN; /* FIFO list, may be NULL */
-/* a live thread's write position (NULL: it ended), read so that its end waits for the read */
-struct ftr_rec *ftr_thread_pos(struct ftr_thread *thr) FTR_HIDDEN;
 void ftr_release_chunk(struct ftr_chunk *c) FTR_HIDDEN; /* back to the pool, zeroed */
-void ftr_for_each_thread(void (*fn)(struct ftr_thread *, void *), void *arg) FTR_HIDDEN;
-/* frees ended threads whose chunks are all written */
-void ftr_reap_threads(void (*ended)(const struct ftr_thread *)) FTR_HIDDEN;
+/* threads that ended without a word (a raw exit): their chunks to the reader, records freed */
+void ftr_threads_housekeep(void) FTR_HIDDEN;
+void ftr_thread_name_publish(struct ftr_thread *r) FTR_HIDDEN; /* r->name into its slot */
 /* events dropped, and calls not hooked (shadow stack full), every thread so far */
 uint64_t ftr_lost_events(void) FTR_HIDDEN;
 uint64_t ftr_lost_calls(void) FTR_HIDDEN; /* of them, calls whose ENTRY was dropped */
@@ -435,7 +421,8 @@ void ftr_writer_add_meta(const struct ftr_buf *chunks) FTR_HIDDEN; /* pre-encode
 void ftr_writer_drop_meta(void) FTR_HIDDEN; /* forget those not written yet */
 /* a MARK chunk (enum ftr_mark_what): ftrace-ctl changed something at tsc */
 void ftr_writer_mark(unsigned what, uint64_t tsc, uint64_t value, const char *text) FTR_HIDDEN;
-extern uint32_t ftr_writer_tid FTR_HIDDEN;
+extern uint32_t ftr_writer_tid FTR_HIDDEN; /* 0: none (the recorder writes) */
+extern uint32_t ftr_writer_gen FTR_HIDDEN; /* moves at every ftr_writer_start() */
 uint64_t ftr_writer_bytes(void) FTR_HIDDEN;
 uint64_t ftr_writer_events(void) FTR_HIDDEN;
 uint64_t ftr_writer_calls(void) FTR_HIDDEN;
@@ -530,12 +517,19 @@ void ftr_resume(void) FTR_HIDDEN; /* after an exec that failed */
  * (*leader_gone: the main thread is; keep asking often)? If so, the END to write (the image is
  * marked ended), and then exit(0) with the program's exit handlers, in the writer thread. */
 int ftr_program_gone(int *leader_gone) FTR_HIDDEN;
+int ftr_program_gone_read(int fd, int *leader_gone) FTR_HIDDEN; /* the same, from fd */
 void ftr_program_watch(void) FTR_HIDDEN; /* before the writer starts: what ftr_program_gone reads */
-extern int ftr_main_pthread_exited FTR_HIDDEN; /* unwind.c: the main thread left by pthread_exit */
 const struct ftr_end_info *ftr_end_orphaned(void) FTR_HIDDEN;
 void ftr_orphan_exit(void) FTR_HIDDEN __attribute__((noreturn));
-void ftr_child_after_fork(void) FTR_HIDDEN; /* a fork child traces on, as its own process */
-extern int ftr_is_root FTR_HIDDEN;          /* this process created the trace file */
+/* ctlsig.c: signals sent to the control server's thread alone, taken through a signalfd of
+ * its own descriptor table and acted on as the kernel would have */
+int ftr_ctlsig_open(void) FTR_HIDDEN;
+void ftr_ctlsig_refresh(int fd) FTR_HIDDEN; /* the mask again: what the process has pending */
+void ftr_ctlsig_take(int fd) FTR_HIDDEN;
+void ftr_orphan_watch(void) FTR_HIDDEN;        /* main called pthread_exit(): watch for the end */
+extern int ftr_main_pthread_exited FTR_HIDDEN; /* unwind.c: main left by pthread_exit() */
+void ftr_child_after_fork(void) FTR_HIDDEN;    /* a fork child traces on, as its own process */
+extern int ftr_is_root FTR_HIDDEN;             /* this process created the trace file */
 
 /* output.c: the trace file's descriptor (ftr_g.fd) and the lock that says this process writes
  * it: opened (@return the descriptor, or -1 with errno), locked before the writer starts, made
@@ -559,6 +553,8 @@ void ftr_summary_untraced(void) FTR_HIDDEN;
 /* process.c: the environment every child and exec'd image must carry; _restore, at the end of
  * the constructor: takes out what an exec or spawn wrapper added (FTR_ENV_ADDED) */
 void ftr_env_snapshot(void) FTR_HIDDEN;
+/* a session variable (enum ftr_env_id) set for this image and every one it starts */
+void ftr_env_session_set(int id, const char *value) FTR_HIDDEN;
 void ftr_env_restore(void) FTR_HIDDEN;
 /* process.c, for vfork_x86_64.S (which pauses the calling thread across vfork()) */
 void ftr_vfork_errno(int e) FTR_HIDDEN;

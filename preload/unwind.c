@@ -416,8 +416,10 @@ int ftr_main_pthread_exited;
 
 EXPORT __attribute__((noreturn)) void pthread_exit(void *retval)
 {
-    if ((uint32_t)syscall(SYS_gettid) == ftr_getpid())
+    if ((uint32_t)syscall(SYS_gettid) == ftr_getpid()) {
         ftr_main_pthread_exited = 1; /* glibc counts it out */
+        ftr_orphan_watch();
+    }
     unhook_all(0, 0);
     NEXT(real_pthread_exit, "pthread_exit")(retval);
 }

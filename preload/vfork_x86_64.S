@@ -5,6 +5,9 @@
  * nothing into the parent's buffers, shadow stack or counters. The parent, resumed, gets its
  * state back; the child returns with tracing off (its exec'd image traces itself).
  *
+ * While a vfork child runs, ftr_vforks counts it: the child and its parent share every variable,
+ * and the count says when asking the kernel which process this is may be needed.
+ *
  * Like glibc's, it keeps its return address in a register across the system call (rdi: the
  * kernel preserves it): the child's calls would overwrite it on the shared stack.
  */
@@ -22,6 +25,7 @@ vfork:
     pop %rdi
     .cfi_adjust_cfa_offset -8
     .cfi_register %rip, %rdi
+    lock incl ftr_vforks(%rip) /* a vfork child is about (ftr_own_process) */
     mov $58, %eax              /* SYS_vfork */
     syscall
     push %rdi
@@ -29,6 +33,7 @@ vfork:
     .cfi_offset %rip, -8
     test %rax, %rax
     jz 2f                      /* the child: tracing stays off */
+    lock decl ftr_vforks(%rip) /* the parent: the child has exec'd or ended */
     push %rax
     .cfi_adjust_cfa_offset 8
     mov %esi, %edi

@@ -1,12 +1,17 @@
 /*
- * writer.c - the writer thread: turns chunks of hot-path records into compressed EVENTS chunks
- * (formats/) and appends them, with the metadata chunks, to the trace file.
+ * writer.c - the writer thread: drains the process's region (drain.c) into compressed EVENTS
+ * chunks (formats/) and appends them, with the metadata chunks, to the trace file.
  *
  * It wakes when a chunk fills (ftr_wake_writer) and every flush period, when it also takes the
  * filled part of every thread's current chunk, so that a killed process loses at most one
  * period. It never traces (its thread state is FTR_T_OFF), blocks every signal, and owns the
  * file descriptor: on a write error it stops writing, counts what it could not write, and the
  * program carries on.
+ *
+ * The thread is the way a process writes its trace when it has no recorder (recorder.h: the
+ * session's recorder process does all of this outside the program, and is tried first). The
+ * functions here stand for both: with a recorder, metadata goes to it, the end is told to it
+ * through the region, and the counts are those it keeps in the region's header.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,16 +26,24 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "drain.h"
+#include "recorder.h"
+#include "region.h"
 #include "sigguard.h"
 #include "tracer.h"
 
 uint32_t ftr_writer_tid;
+uint32_t ftr_writer_gen; /* moves at every start of the writer (thread or recorder) */
+static int w_rec;        /* this image's records go to the recorder */
+static int w_decided;    /* the constructor chose (the thread or the recorder) */
+static int w_forked;     /* the next start is a fork child's */
 
 static pthread_t writer_thread;
 static pthread_mutex_t w_lock = PTHREAD_MUTEX_INITIALIZER; /* w_meta */
-/* Wake-ups: bumped, then FUTEX_WAKE. Lock-free and async-signal-safe, so that a traced thread
- * whose chunk is full, a signal handler or _exit() can wake the writer from anywhere. */
-static atomic_uint w_seq;
+/* Wake-ups: the region's wake word (chunk.h), bumped, then FUTEX_WAKE. Lock-free and
+ * async-signal-safe, so that a traced thread whose chunk is full, a signal handler or _exit()
+ * can wake the writer from anywhere. */
+static struct ftr_region_hdr *rh;
 static int w_running;
 static atomic_int w_stop;     /* read outside w_lock too */
 static atomic_int w_sigstop;  /* a fatal signal asks for the final flush (no locks there) */
@@ -39,14 +52,11 @@ static struct ftr_buf w_meta; /* pre-encoded metadata chunks waiting to be writt
 static const struct ftr_end_info *w_end; /* set by ftr_writer_stop */
 
 static struct ftr_enc *enc;
-static struct ftr_buf out;      /* encoded chunks waiting for write() */
-static struct ftr_rec *scratch; /* copy of a partial chunk, encoded outside reg_lock */
-static size_t scratch_n;
+static struct ftr_buf out; /* encoded chunks waiting for write() */
+static struct ftr_drain dr;
 static int write_failed;
 static uint64_t bytes_written, bytes_dropped;
-static _Atomic uint64_t events_total, calls_total;
 static int process_written;
-static uint64_t passes;
 
 static uint64_t end_lost, end_lost_calls; /* events and calls lost, as the END chunk says */
 
@@ -55,6 +65,9 @@ uint64_t ftr_writer_end_lost(void)
     return end_lost;
 }
 
+/* a count the recorder keeps in the region's header */
+#define REC_COUNT(field) (rh ? (uint64_t)atomic_load(&rh->field) : 0)
+
 uint64_t ftr_writer_end_lost_calls(void)
 {
     return end_lost_calls;
@@ -62,30 +75,37 @@ uint64_t ftr_writer_end_lost_calls(void)
 
 uint64_t ftr_writer_passes(void)
 {
-    return __atomic_load_n(&passes, __ATOMIC_ACQUIRE);
+    return rh ? atomic_load(&rh->passes) : 0;
 }
 
 uint64_t ftr_writer_bytes(void)
 {
-    return bytes_written;
+    return w_rec ? REC_COUNT(written) : bytes_written;
 }
 uint64_t ftr_writer_events(void)
 {
-    return events_total;
+    return w_rec ? REC_COUNT(events) : dr.events;
 }
 uint64_t ftr_writer_calls(void)
 {
-    return calls_total;
+    return w_rec ? REC_COUNT(calls) : dr.calls;
 }
 int ftr_writer_failed(void)
 {
-    return write_failed;
+    return w_rec ? (int)REC_COUNT(failed) : write_failed;
 }
 
 void ftr_wake_writer(void)
 {
-    atomic_fetch_add(&w_seq, 1);
-    syscall(SYS_futex, &w_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    struct ftr_region_hdr *h = ftr_region_header();
+    if (h) ftr_region_wake(h);
+}
+
+/* Waits for a wake-up after seq (at most ns nanoseconds, 0: no limit) */
+static void wait_wake(unsigned seq, uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    syscall(SYS_futex, &rh->wake, FUTEX_WAIT, seq, ns ? &ts : NULL, NULL, 0);
 }
 
 void ftr_writer_drop_meta(void)
@@ -97,6 +117,10 @@ void ftr_writer_drop_meta(void)
 
 void ftr_writer_add_meta(const struct ftr_buf *chunks)
 {
+    if (w_rec) {
+        ftr_recorder_meta(chunks);
+        return;
+    }
     pthread_mutex_lock(&w_lock);
     ftr_buf_append(&w_meta, chunks->data, chunks->len);
     pthread_mutex_unlock(&w_lock);
@@ -110,10 +134,13 @@ static struct ftr_enc *mark_enc;
 void ftr_writer_mark(unsigned what, uint64_t tsc, uint64_t value, const char *text)
 {
     struct ftr_mark_info mi = {.tsc = tsc, .what = what, .value = value, .text = text};
+    struct ftr_buf chunk = {0};
     pthread_mutex_lock(&w_lock);
     if (!mark_enc) mark_enc = ftr_enc_new(ftr_cfg.zstd_level);
-    if (mark_enc) ftr_enc_mark(mark_enc, ftr_g.pid, &mi, &w_meta);
+    if (mark_enc) ftr_enc_mark(mark_enc, ftr_g.pid, &mi, w_rec ? &chunk : &w_meta);
     pthread_mutex_unlock(&w_lock);
+    if (w_rec) ftr_recorder_meta(&chunk);
+    ftr_buf_free(&chunk);
     ftr_wake_writer();
 }
 
@@ -172,19 +199,6 @@ static void flush_out(void)
     out.len = 0;
 }
 
-/* r[0] is slot seq of the thread's stream: the header's seq orders the thread's pieces for the
- * reader (neither their time nor their place in the file does: a signal handler's records may
- * precede, in the slots, a record whose clock was read before it ran). */
-static void encode(uint32_t tid, uint64_t seq, const struct ftr_rec *r, size_t n)
-{
-    if (!n) return;
-    ftr_enc_events_at(enc, ftr_g.pid, tid, seq, r, n, &out);
-    uint64_t ev, calls; /* counted by the encoder, in its one pass */
-    ftr_enc_last_counts(enc, &ev, &calls);
-    events_total += ev;
-    calls_total += calls;
-}
-
 #define CALIBRATION_NS 2000000 /* 2 ms against CLOCK_MONOTONIC_RAW: about 1e-4 relative error */
 
 static uint64_t raw_ns(void)
@@ -207,9 +221,8 @@ static void write_process_chunk(void)
     if (!ftr_g.tsc_hz) {
         for (uint64_t elapsed; (elapsed = raw_ns() - ftr_start_raw_ns) < CALIBRATION_NS &&
                                !atomic_load(&w_stop) && !atomic_load(&w_sigstop);) {
-            unsigned seq = atomic_load(&w_seq); /* ftr_writer_stop's wake-up ends the wait */
-            struct timespec d = {0, (long)(CALIBRATION_NS - elapsed)};
-            syscall(SYS_futex, &w_seq, FUTEX_WAIT_PRIVATE, seq, &d, NULL, 0);
+            unsigned seq = atomic_load(&rh->wake); /* ftr_writer_stop's wake-up ends the wait */
+            wait_wake(seq, CALIBRATION_NS - elapsed);
         }
         uint64_t now_ns = raw_ns(), now_tsc = ftr_rdtsc();
         if (now_ns > ftr_start_raw_ns)
@@ -225,42 +238,35 @@ static void write_process_chunk(void)
 /* A fork child's image begins lazily: its PROCESS, MODULE and SITES chunks and its control
  * server wait until it has recorded something of its own beyond the frames it re-entered at
  * the fork (ftr_reopen_frames); a child that never does (it execs, or _exits, at once) writes
- * nothing at all. Those frames filled its forking thread's chunk up to quiet_pos. */
+ * nothing at all. Those frames filled its forking thread's chunk up to a slot the region's
+ * header keeps (drain.c, ftr_drain_news). */
 static int w_lazy;
 static void (*lazy_describe)(struct ftr_buf *out); /* MODULE and SITES chunks of every module */
-static uint32_t quiet_tid;
-static struct ftr_chunk *quiet_chunk;
-static struct ftr_rec *quiet_pos;
 
 void ftr_writer_lazy_child(void (*describe)(struct ftr_buf *out))
 {
     struct ftr_tls *t = &ftr_tls;
+    struct ftr_region_hdr *h = ftr_region_header();
     w_lazy = 1;
     lazy_describe = describe;
-    quiet_tid = t->thr ? t->thr->tid : 0;
-    quiet_chunk = t->thr ? t->thr->cur : NULL;
-    quiet_pos = t->pos;
-}
-
-static void look_for_news(struct ftr_thread *thr, void *arg)
-{
-    int *news = arg;
-    if (thr->ended || thr->tid != quiet_tid || thr->cur != quiet_chunk || thr->held ||
-        __atomic_load_n(&thr->tls->pos, __ATOMIC_ACQUIRE) != quiet_pos)
-        *news = 1;
+    if (!h) return;
+    struct ftr_chunk *c = t->thr ? t->thr->cur : NULL;
+    h->quiet_chunk = c ? c->index : UINT32_MAX;
+    h->quiet_slots = c && t->pos >= c->rec ? (uint32_t)(t->pos - c->rec) : 0;
+    h->lazy = 1;
 }
 
 /* Writes the PROCESS chunk, when this image has anything to say. @return whether it has. */
 static int begin_image(void)
 {
     if (process_written) return 1;
-    int news = !w_lazy;
-    if (!news) ftr_for_each_thread(look_for_news, &news);
-    if (!news) return 0;
+    if (w_lazy && !ftr_drain_news(&dr)) return 0;
+    atomic_store(&rh->news, 1);
     if (!enc && !(enc = ftr_enc_new(ftr_cfg.zstd_level))) {
         write_failed = ENOMEM; /* nothing will be written: the summary says so */
         return 0;
     }
+    dr.enc = enc;
     write_process_chunk();
     if (w_lazy && lazy_describe) {
         struct ftr_buf meta = {0};
@@ -273,103 +279,17 @@ static int begin_image(void)
     return 1;
 }
 
-/* Takes the records of chunk c the writer has not taken yet, up to limit, in slot order: up to
- * the first slot not filled (a record being written: what follows waits for it), or, past such
- * slots, every filled one (skip_holes: the last pass, when nothing later could take them; the
- * encoder skips a hole). */
-static void take_records(struct ftr_chunk *c, struct ftr_rec *limit, int skip_holes)
+static void drain_flush(struct ftr_drain *d)
 {
-    /* With a threshold, a short call's entry may still be taken back: leave records younger
-     * than twice the threshold to the thread (hooks.c, rewind_short). */
-    uint64_t hold = __atomic_load_n(&ftr_g.holdback_ticks, __ATOMIC_ACQUIRE);
-    uint64_t young = hold && !atomic_load(&w_stop) ? ftr_rdtsc() - 2 * hold : UINT64_MAX;
-    size_t from = c->flushed, i = from, n = 0;
-    while (c->rec + i < limit && n < scratch_n) {
-        struct ftr_rec *r = &c->rec[i];
-        uint32_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-        if (head == 0 && !skip_holes) break;
-        uint64_t tsc = __atomic_load_n(&r->tsc, __ATOMIC_RELAXED);
-        if (head && tsc >= young) break;
-        uint32_t arg = __atomic_load_n(&r->arg, __ATOMIC_RELAXED);
-        if (head == ftr_rec_head(FTR_SP_VALUES, FTR_EV_SPECIAL)) {
-            /* a value list is taken whole: its payload slots (head 0) with it */
-            size_t ns = ftr_values_slots(arg);
-            if (c->rec + i + 1 + ns > limit || n + 1 + ns > scratch_n) break;
-            scratch[n++] = (struct ftr_rec){tsc, head, arg};
-            for (size_t k = 1; k <= ns; k++)
-                scratch[n++] =
-                    (struct ftr_rec){__atomic_load_n(&c->rec[i + k].tsc, __ATOMIC_RELAXED), 0,
-                                     __atomic_load_n(&c->rec[i + k].arg, __ATOMIC_RELAXED)};
-            i += 1 + ns;
-            continue;
-        }
-        scratch[n++] = (struct ftr_rec){tsc, head, arg};
-        i++;
-    }
-    /* Claim, then check that no entry among them was taken back meanwhile (hooks.c,
-     * rewind_short: the other half of the protocol). A slot taken back and written again
-     * shows as a different head or time. */
-    __atomic_store_n(&c->flushed, i, __ATOMIC_SEQ_CST);
-    if (hold) {
-        for (size_t k = from; k < i; k++) {
-            const struct ftr_rec *r = &c->rec[k];
-            if (scratch[k - from].head &&
-                (__atomic_load_n(&r->head, __ATOMIC_SEQ_CST) != scratch[k - from].head ||
-                 __atomic_load_n(&r->tsc, __ATOMIC_RELAXED) != scratch[k - from].tsc)) {
-                n = k - from;
-                __atomic_store_n(&c->flushed, k, __ATOMIC_SEQ_CST);
-                break;
-            }
-        }
-    }
-    /* encoded right away: under reg_lock, but a partial flush is once per period */
-    encode(c->tid, c->seq0 + from, scratch, n);
+    (void)d;
+    flush_out();
 }
 
-/* A live thread's chunks, as far as they are filled: the one it holds back (full, but for a
- * record a signal handler interrupted: it goes to the writer at the thread's next switch,
- * which may never come), then its current one, up to its write position. In the last pass
- * (final), the records past a hole are taken too, in both: its record never comes (the
- * handler ended the process, or jumped out of the hook and left the slot unfilled for good:
- * hostile-jmpprof), or comes too late for any pass. */
-static void take_partial(struct ftr_thread *thr, void *arg)
+/* the drain's view of the region: this process's own mapping */
+static struct ftr_chunk *own_chunk(struct ftr_drain *d, uint32_t index)
 {
-    int final = *(const int *)arg;
-    if (__atomic_load_n(&thr->ended, __ATOMIC_ACQUIRE)) return;
-    /* threads.c clears these before it queues the chunk: a chunk read here is not released */
-    struct ftr_chunk *held = __atomic_load_n(&thr->held, __ATOMIC_ACQUIRE);
-    struct ftr_chunk *c = __atomic_load_n(&thr->cur, __ATOMIC_ACQUIRE);
-    for (; held; held = __atomic_load_n(&held->held_next, __ATOMIC_RELAXED))
-        if (held != c) take_records(held, held->rec + held->nrec, final);
-    if (!c) return;
-    struct ftr_rec *limit = ftr_thread_pos(thr);
-    if (!limit) return; /* it ended meanwhile: its chunks are queued */
-    struct ftr_rec *end = c->rec + c->nrec;
-    if (limit > end || limit < c->rec) limit = end;
-    take_records(c, limit, final);
-}
-
-/* THREAD chunks name the threads: when one has ended (its final name), and at the end for
- * those still running (the name of their first traced call: see thread_alive). */
-static void thread_chunk(uint32_t tid, uint32_t what, const char *name)
-{
-    struct ftr_thread_info ti = {.tid = tid, .what = what, .tsc = ftr_rdtsc(), .name = name};
-    ftr_enc_thread(enc, ftr_g.pid, &ti, &out);
-}
-
-static void thread_ended(const struct ftr_thread *thr)
-{
-    thread_chunk(thr->tid, 2, thr->name);
-}
-
-/* A thread still running is named as it was at its first traced call: reading its name now
- * would open /proc/self/task/TID/comm, a descriptor that takes the lowest free number while
- * the program's other threads may be about to dup2() onto it (see ftr_program_watch). */
-static void thread_alive(struct ftr_thread *thr, void *arg)
-{
-    (void)arg;
-    if (__atomic_load_n(&thr->ended, __ATOMIC_ACQUIRE)) return;
-    thread_chunk(thr->tid, 1, thr->name);
+    (void)d;
+    return ftr_region_chunk(index);
 }
 
 static void write_pending(int partial, int final)
@@ -380,18 +300,8 @@ static void write_pending(int partial, int final)
         w_meta.len = 0;
     }
     pthread_mutex_unlock(&w_lock);
-    for (struct ftr_chunk *c = ftr_take_full_chunks(), *next; c; c = next) {
-        next = c->next;
-        if (c->used > c->flushed)
-            encode(c->tid, c->seq0 + c->flushed, c->rec + c->flushed, c->used - c->flushed);
-        ftr_release_chunk(c);
-        if (out.len > (1u << 20)) flush_out();
-    }
-    if (partial) {
-        ftr_for_each_thread(take_partial, &final);
-        __atomic_fetch_add(&passes, 1, __ATOMIC_RELEASE);
-    }
-    ftr_reap_threads(thread_ended);
+    ftr_threads_housekeep();
+    ftr_drain_pass(&dr, partial, final, drain_flush);
     flush_out();
 }
 
@@ -412,19 +322,17 @@ static void *writer_main(void *arg)
     begin_image();
     uint64_t next_flush = mono_ms() + ftr_cfg.flush_ms;
     int leader_gone = 0, orphaned = 0;
-    unsigned seq = atomic_load(&w_seq);
+    unsigned seq = atomic_load(&rh->wake);
     for (;;) {
-        while (!atomic_load(&w_stop) && !atomic_load(&w_sigstop) && atomic_load(&w_seq) == seq) {
+        while (!atomic_load(&w_stop) && !atomic_load(&w_sigstop) && atomic_load(&rh->wake) == seq) {
             uint64_t now = mono_ms();
             if (now >= next_flush) break;
             /* the main thread is gone: look for the end of the last one often */
             uint64_t until = leader_gone && next_flush > now + 5 ? now + 5 : next_flush;
-            struct timespec ts = {(time_t)((until - now) / 1000),
-                                  (long)((until - now) % 1000) * 1000000};
-            syscall(SYS_futex, &w_seq, FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
+            wait_wake(seq, (until - now) * 1000000u);
             if (leader_gone) break;
         }
-        seq = atomic_load(&w_seq); /* wake-ups from here on are for the next pass */
+        seq = atomic_load(&rh->wake); /* wake-ups from here on are for the next pass */
         int stop = atomic_load(&w_stop) || atomic_load(&w_sigstop);
 
         uint64_t now = mono_ms();
@@ -447,10 +355,10 @@ static void *writer_main(void *arg)
      * says nothing. */
     if (begin_image()) {
         write_pending(1, 1);
-        ftr_for_each_thread(thread_alive, NULL);
+        ftr_drain_name_live(&dr);
         struct ftr_end_info end = *w_end;
-        end.events = events_total;
-        end.calls = calls_total;
+        end.events = dr.events;
+        end.calls = dr.calls;
         end.lost = ftr_lost_events();
         end.lost_calls = ftr_lost_calls();
         end.overruns = ftr_overrun_calls();
@@ -477,6 +385,7 @@ void ftr_writer_reset(int after_fork)
     }
     w_running = 0;
     w_lazy = 0;
+    w_forked = after_fork;
     atomic_store(&w_stop, 0);
     atomic_store(&w_sigstop, 0);
     atomic_store(&w_done, 0);
@@ -485,18 +394,50 @@ void ftr_writer_reset(int after_fork)
     process_written = 0;
     write_failed = 0;
     bytes_written = bytes_dropped = 0;
-    events_total = calls_total = 0;
+    dr.events = dr.calls = 0;
     ftr_writer_tid = 0;
+}
+
+/* The recorder, when this image has one: in the constructor, joined (or started); in a fork
+ * child, joined anew; after an exec that failed, told that the image goes on. @return 1 (the
+ * recorder writes), 0 (the writer thread does), -1 (nobody can: err says why) */
+static int start_recorder(char *err, size_t errlen)
+{
+    if (!w_decided) {
+        w_decided = 1;
+        if (ftr_recorder_join(ftr_g.fd) == 0) {
+            w_rec = 1;
+            ftr_output_release(); /* the recorder writes it, and holds the lock */
+            return 1;
+        }
+        ftr_output_lock(); /* from here on, this process writes the file (output.c) */
+        return 0;
+    }
+    if (!w_rec) return 0;
+    if ((w_forked ? ftr_recorder_child_fork() : ftr_recorder_resume()) == 0) return 1;
+    snprintf(err, errlen, "the recorder process is gone");
+    return -1;
 }
 
 int ftr_writer_start(char *err, size_t errlen)
 {
+    rh = ftr_region_header();
+    ftr_writer_gen++;
     ftr_program_watch(); /* alone: the constructor, a fork child's handler (after an exec that
                           * failed it keeps the one it has) */
+    int rec = start_recorder(err, errlen);
+    if (rec) return rec < 0 ? -1 : 0;
     if (!enc && !w_lazy) enc = ftr_enc_new(ftr_cfg.zstd_level); /* lazy: begin_image makes it */
-    scratch_n = ftr_cfg.chunk_bytes / sizeof(struct ftr_rec);
-    if (!scratch) scratch = malloc(scratch_n * sizeof *scratch);
-    if ((!enc && !w_lazy) || !scratch) {
+    rh = ftr_region_header();
+    dr.hdr = rh;
+    dr.chunk = own_chunk;
+    dr.pid = ftr_g.pid;
+    dr.clock_mono = ftr_hot.clock_mono;
+    dr.wake_pool = ftr_cfg.lossless;
+    dr.enc = enc;
+    dr.out = &out;
+    if (!dr.scratch) ftr_drain_init(&dr, ftr_cfg.chunk_bytes / sizeof(struct ftr_rec));
+    if ((!enc && !w_lazy) || !dr.scratch || !rh) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -512,8 +453,22 @@ int ftr_writer_start(char *err, size_t errlen)
     return 0;
 }
 
+/* The END's counts of what was lost, then the recorder told: it writes the END */
+static void stop_recorder(const struct ftr_end_info *end, int from_signal)
+{
+    struct ftr_end_info e = *end;
+    e.lost = end_lost = ftr_lost_events();
+    e.lost_calls = end_lost_calls = ftr_lost_calls();
+    e.overruns = ftr_overrun_calls();
+    ftr_recorder_end(&e, from_signal);
+}
+
 void ftr_writer_stop(const struct ftr_end_info *end)
 {
+    if (w_rec) {
+        stop_recorder(end, 0);
+        return;
+    }
     if (!w_running) return;
     w_end = end;
     atomic_store(&w_stop, 1);
@@ -527,6 +482,10 @@ void ftr_writer_stop(const struct ftr_end_info *end)
  * with a bounded futex wait so that a wedged writer cannot hang the dying process. */
 void ftr_writer_stop_from_signal(const struct ftr_end_info *end)
 {
+    if (w_rec) {
+        stop_recorder(end, 1);
+        return;
+    }
     if (!w_running) return;
     w_end = end;
     atomic_store(&w_sigstop, 1);
@@ -539,7 +498,7 @@ void ftr_writer_stop_from_signal(const struct ftr_end_info *end)
 
 uint64_t ftr_writer_dropped(void)
 {
-    return bytes_dropped;
+    return w_rec ? REC_COUNT(dropped) : bytes_dropped;
 }
 
 void ftr_writer_lock(int how)

@@ -67,12 +67,12 @@ o2_cases=swapcontext-local,nofp-signals-siglongjmp,nofp-backtrace-signal
 base_cases=limit-fdreuse,limit-ctlreuse
 it_cases=ends-return,ends-exit,ends-_exit,ends-segv,ends-abort,ends-thread,ends-fpe,ends-texit
 it_cases+=,ends-pipe,ends-alarm,ends-usr1,ends-xcpu,ends-rt,threads,ctor-thread
-it_cases+=,ends-sandbox-exit,ends-sandbox-usr1
+it_cases+=,ends-sandbox-exit,ends-sandbox-usr1,ends-kill,ends-sandbox-kill,ends-sandbox-die
 live_long=own_rt_handler,own_sigtrap
 live_short=sigblock_dlopen,zombie_main,replaced_exe,gprof_sleep
 live_sleep=ctl_sleepers,hung_start
 live_masks=sigblock_dlopen_raw,trap_mask
-session_cases=daemon,reexec,execenv,spawnenv
+session_cases=daemon,plain,reexec,execenv,spawnenv
 left() { # what the suites leave of RUNS (the suites run a case $1 times each), over $2 drivers
   local n=$(((runs - $1 * suites + $2 - 1) / $2))
   echo $((n < 1 ? 1 : n))

@@ -126,6 +126,8 @@ void frp_graph_header(struct frp_graph *g, const struct frp_process *p)
         n = snprintf(line, sizeof line, "  exit status %d", p->end.code);
     } else if (p->has_end && p->end.how == FTR_END_EXEC) {
         n = snprintf(line, sizeof line, "  replaced by exec");
+    } else if (p->has_end && p->end.how == FTR_END_VANISHED) {
+        n = snprintf(line, sizeof line, "  %s", ftr_end_how_name(p->end.how));
     }
     if (n > 0) frp_out_write(o, line, (size_t)n);
     if (p->clock_guessed) frp_out_lit(o, "  (clock rate unknown: durations are in ticks)");

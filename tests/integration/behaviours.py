@@ -765,6 +765,15 @@ CANCEL_TREE = dict(CANCEL_BASE, **{CANCEL_PATH + ";cleanup": 1, "worker;c1;c2;cl
 TALKER = {"talker": 1, "talker;work": 3, "talker;work;leaf": 6}
 
 
+def check_walk(r):
+    """threads-walk: main walked; each of the three waiters took its signal in checkin"""
+    assert len(r.sections) == 1, "%d process sections, want 1" % len(r.sections)
+    trees = r.trees()
+    assert any(t.get("main;walk") == 1 for t in trees), trees
+    took = sum(1 for t in trees if any(p.endswith("checkin") for p in t))
+    assert took == 3, "%d threads ran checkin, want 3: %r" % (took, trees)
+
+
 def renamed(check, pattern, name):
     """check on trees whose function names matching pattern are replaced by name."""
     def fix(path):
@@ -816,6 +825,8 @@ CASES = {
         [{"main": 1, "main;many": 1}] + [worker_tree((i % 7 + 1) * 3) for i in range(50)])),
     "threads-churn": Case("bthreads.c", ["churn"], check_churn),
     "threads-names": Case("bthreads.c", ["names"], check_names, env={"FTRACE_BUFSIZE": "4"}),
+    # the tracer's own threads answer a thread walker's signals (the output says so)
+    "threads-walk": Case("bthreads.c", ["walk"], check_walk),
     "threads-detached": Case("bthreads.c", ["detached"], exact(
         [{"main": 1, "main;detached": 1}] + [worker_tree(5)] * 20)),
     "threads-exit": Case("bthreads.c", ["exit"], exact(

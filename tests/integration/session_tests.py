@@ -11,6 +11,7 @@
   execenv2   of its own; spawned) sees exactly that one, traced as untraced, and is traced
   spawnenv
   dlmopen    a library dlmopen()ed into new namespaces: one line naming it (none under -q)
+and, after daemon and plain, the session's recorder process has ended (within 5 s)
 
 in a -pg -mfentry build and a -mnop-mcount build, each run under a timeout.
 
@@ -23,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -87,6 +89,35 @@ def case_daemon(exe, cwd, rr, rb):
     assert STILL not in err, "--wait: %r" % err
     assert calls.get("tick") == 30, "--wait: tick called %s times, want 30: %s" % (
         calls.get("tick"), calls)
+    wait_recorder_gone(trace)
+
+
+def recorders(trace):
+    """The live recorder processes (comm ftrace-recorder) writing trace: a recorder is a copy
+    of the process that started it, with its environment (FTRACE_OUTPUT names the file)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                stat = f.read()
+            if "(ftrace-recorder)" not in stat or stat.rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                if b"=" + trace.encode() + b"\0" in f.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def wait_recorder_gone(trace, seconds=5):
+    """The session's recorder ends once its processes have (it lingers 2 s after an exec)"""
+    for _ in range(seconds * 20):
+        if not recorders(trace):
+            return
+        time.sleep(0.05)
+    raise AssertionError("recorder %s still runs %d s after the session" % (
+        recorders(trace), seconds))
 
 
 def case_plain(exe, cwd, rr, rb):
@@ -96,6 +127,7 @@ def case_plain(exe, cwd, rr, rb):
     calls, err = report_calls(rb, trace, cwd)
     assert not err, "report of a plain program: stderr %r" % err
     assert calls.get("tick") == 3, "tick: %s" % calls
+    wait_recorder_gone(trace)
 
 
 def one_line(exe, cwd, rr, rb, args, images, out_want=""):

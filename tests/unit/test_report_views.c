@@ -336,7 +336,7 @@ Test(views, info)
     char *text = example(FRP_INFO, NULL);
     const char *want[] = {
         "  size        ",
-        ", format 2.3, 8 chunks\n",
+        ", format 2.4, 8 chunks\n",
         "  chunks      1 process, 1 module, 1 sites, 3 events, 1 thread, 1 end\n",
         "  processes   1, 2 threads\n",
         "\nprocess 4242: ./prog\n",

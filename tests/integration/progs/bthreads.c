@@ -33,13 +33,23 @@
  *             and the process died of SIGSYS. trees: main {main, main;names}; each thread
  *             {worker, worker;work, worker;work;leaf 3000}; names "self-2" and "renamed-b"
  *             (--info), main's "bthreads"
+ *   walk      a thread walker (a dumper, a stop-the-world collector): 3 threads wait in
+ *             waiter -> pause-like sleeps; main -> walk sends SIGUSR1 to every other thread of
+ *             /proc/self/task with tgkill() and waits (3 s at most) for each to check in from
+ *             the handler (checkin). Prints "walk: every thread checked in" or how many never
+ *             did (a thread of the tracer that blocks every signal never does). trees: main
+ *             {main, main;walk, main;walk;checkin?}: only main's own tree is checked
  runs the mode under nice(5) first (a niced process whose main
  * thread had exited never ended: the tracer read the nice value as its thread count).
  */
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
+#include <dirent.h>
 #include <semaphore.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <stddef.h>
 #include <sys/prctl.h>
 #include <stdio.h>
@@ -236,6 +246,48 @@ NOINLINE int names(void)
     return 0;
 }
 
+static atomic_int checked_in, walk_done;
+NOINLINE void checkin(int sig)
+{
+    (void)sig;
+    atomic_fetch_add(&checked_in, 1);
+}
+static void *walk_waiter(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&walk_done))
+        usleep(1000);
+    return NULL;
+}
+NOINLINE int walk(void)
+{
+    signal(SIGUSR1, checkin);
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++)
+        pthread_create(&t[i], NULL, walk_waiter, NULL);
+    usleep(20000);
+    int sent = 0;
+    DIR *d = opendir("/proc/self/task");
+    for (struct dirent *e; d && (e = readdir(d));) {
+        int tid = atoi(e->d_name);
+        if (tid > 0 && tid != (int)syscall(SYS_gettid) &&
+            syscall(SYS_tgkill, getpid(), tid, SIGUSR1) == 0)
+            sent++;
+    }
+    if (d) closedir(d);
+    for (int i = 0; i < 3000 && atomic_load(&checked_in) < sent; i++)
+        usleep(1000);
+    int missing = sent - atomic_load(&checked_in);
+    if (missing)
+        printf("walk: %d thread%s never checked in\n", missing, missing == 1 ? "" : "s");
+    else
+        printf("walk: every thread checked in\n");
+    atomic_store(&walk_done, 1);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -255,8 +307,10 @@ int main(int argc, char **argv)
         rc = sysexit();
     else if (!strcmp(mode, "names"))
         rc = names();
+    else if (!strcmp(mode, "walk"))
+        rc = walk();
     else
-        fprintf(stderr, "usage: bthreads many|detached|churn|exit|mainexit|sysexit|names\n");
+        fprintf(stderr, "usage: bthreads many|detached|churn|exit|mainexit|sysexit|names|walk\n");
     KEEP(rc);
     return rc;
 }

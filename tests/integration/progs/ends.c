@@ -15,6 +15,13 @@
  *   pipe, alarm, usr1, xcpu, rt   main -> work -> deep, which dies of a signal at its default
  *           action: a write to a pipe with no reader (SIGPIPE), a timer of 5 ms while it waits
  *           (SIGALRM), raise(SIGUSR1), raise(SIGXCPU), raise(SIGRTMIN + 2)
+ *   kill    main -> work -> deep -> kill(getpid(), SIGKILL): nothing of the process's runs
+ *           after; everything it recorded before is in the trace (records in shared pages:
+ *           the recorder takes them when the process is gone; a writer thread lost them)
+ *   sandbox-kill, sandbox-die   main -> work -> deep, which installs a seccomp filter that
+ *           kills the process at its next getpid(), then exit(8) (the tracer must not ask
+ *           getpid() on its way out), or calls getpid() itself (killed by SIGSYS: the trace
+ *           holds everything before, and says how it ended when it can)
  *   sandbox-exit, sandbox-usr1   main -> work -> deep, which installs a seccomp filter under
  *           which getpid() fails with EPERM (a sandbox's allowlist), then exit(8), or sends
  *           itself SIGUSR1 (at its default action). The tracer took the process for another
@@ -82,19 +89,22 @@ NOINLINE void deep(const char *mode)
         setitimer(ITIMER_REAL, &it, NULL);
         waiter();
     }
+    if (!strcmp(mode, "kill")) syscall(SYS_kill, getpid(), SIGKILL);
     if (!strncmp(mode, "sandbox-", 8)) {
         pid_t pid = getpid();
+        int kills = !strcmp(mode, "sandbox-kill") || !strcmp(mode, "sandbox-die");
         struct sock_filter f[] = {
             BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
             BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getpid, 0, 1),
-            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+            BPF_STMT(BPF_RET | BPF_K, kills ? SECCOMP_RET_KILL_PROCESS : SECCOMP_RET_ERRNO | EPERM),
             BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
         };
         struct sock_fprog prog = {sizeof f / sizeof f[0], f};
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
             prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
             exit(9);
-        if (!strcmp(mode, "sandbox-exit")) exit(8);
+        if (!strcmp(mode, "sandbox-exit") || !strcmp(mode, "sandbox-kill")) exit(8);
+        if (!strcmp(mode, "sandbox-die")) sink = (int)syscall(SYS_getpid);
         /* raise() would ask getpid() */
         syscall(SYS_tgkill, pid, (pid_t)syscall(SYS_gettid), SIGUSR1);
         exit(10); /* not reached: SIGUSR1 kills */
