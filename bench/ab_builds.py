@@ -16,6 +16,7 @@ import argparse, os, random, statistics, subprocess, sys, tempfile, time
 
 sys.dont_write_bytecode = True
 from blocks import blocks_line  # noqa: E402
+import tree  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WL = os.path.join(os.path.dirname(REPO), "shared", "workloads")
@@ -40,14 +41,15 @@ def fib_calls(n):
 def timed(cmd, env):
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    _, status, ru = os.wait4(p.pid, 0)
+    status, cpu = tree.wait_tree(p.pid)
     wall = time.monotonic() - t0
     if status != 0:
         sys.exit("failed (%d): %s" % (status, " ".join(cmd)))
-    return ru.ru_utime + ru.ru_stime, wall
+    return cpu, wall
 
 
 def main():
+    tree.subreaper()  # the recorder's CPU too
     ap = argparse.ArgumentParser()
     ap.add_argument("--a", required=True, help="first build dir (the reference)")
     ap.add_argument("--b", required=True, help="second build dir")

@@ -11,6 +11,7 @@ import argparse, os, random, statistics, subprocess, sys, tempfile
 
 sys.dont_write_bytecode = True
 from blocks import blocks_line  # noqa: E402
+import tree  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIZES = {10: 50000, 1000: 500, 100000: 3}  # coroutines: rounds (5 x 10^5 resumes, 3 x 10^5)
@@ -20,13 +21,14 @@ def run(cmd, env):
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                          text=True)
     out = p.stdout.read()
-    _, status, ru = os.wait4(p.pid, 0)
+    status, cpu = tree.wait_tree(p.pid)
     if status != 0:
         sys.exit("failed (%d): %s" % (status, " ".join(cmd)))
-    return float(out.split()[0]), ru.ru_utime + ru.ru_stime
+    return float(out.split()[0]), cpu
 
 
 def main():
+    tree.subreaper()  # the recorder's CPU too
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", action="append", required=True)
     ap.add_argument("--rounds", type=int, default=5)

@@ -19,27 +19,33 @@ stdlib only. Needs gcc.
 """
 import argparse, os, random, statistics, subprocess, sys, tempfile
 
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tree  # noqa: E402
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = ["exec", "fork", "forkrec", "vfork", "spawn", "system", "self"]
 
 
 def measure(cmd, env):
     """Runs cmd once; returns (wall ns per child as the program measured it, CPU seconds of
-    the whole tree: wait4's rusage counts every descendant the program reaped)."""
+    the whole tree: wait4's rusage counts every descendant the program reaped, and tree.py adds
+    the recorder's)."""
     with tempfile.TemporaryFile() as err:
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env)
         out = p.stdout.read()
         p.stdout.close()
-        _pid, status, ru = os.wait4(p.pid, 0)
+        status, cpu = tree.wait_tree(p.pid)
         p.returncode = os.waitstatus_to_exitcode(status)
         if p.returncode != 0:
             err.seek(0)
             raise SystemExit("%s failed (%d): %s" % (" ".join(cmd), p.returncode,
                                                       err.read().decode()[-500:]))
-    return float(out.decode().split()[2]), ru.ru_utime + ru.ru_stime
+    return float(out.decode().split()[2]), cpu
 
 
 def main():
+    tree.subreaper()  # the recorder's CPU too
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build-dir", required=True, action="append",
                     help="holds ftrace-run and libftrace.so; repeat it to compare builds (before "

@@ -18,6 +18,10 @@ stdlib only. Needs gcc (clang with --clang) and, for its rows, uftrace.
 """
 import argparse, json, os, platform, random, re, shutil, statistics, subprocess, sys, time
 
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tree  # noqa: E402
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.join(REPO, "bench")
 
@@ -181,9 +185,9 @@ def run_one(a, cfg, w, n, minhook):
     exe = shutil.which(cmd[0]) or cmd[0]
     t0 = time.perf_counter()
     pid = os.posix_spawn(exe, cmd, env, file_actions=fa)
-    _, status, ru = os.wait4(pid, 0)
+    status, cpu = tree.wait_tree(pid)
     wall = time.perf_counter() - t0
-    res = {"cpu": ru.ru_utime + ru.ru_stime, "wall": wall, "status": status,
+    res = {"cpu": cpu, "wall": wall, "status": status,
            "bytes": du(out) if out and os.path.exists(out) else None}
     with open(err, errors="replace") as f:
         text = f.read()
@@ -406,6 +410,7 @@ def machine_info(a):
 
 
 def main():
+    tree.subreaper()  # the recorder's CPU too
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--build-dir", default=os.path.join(REPO, "build"),
                    help="where ftrace-run and libftrace.so are (default: build/)")

@@ -57,6 +57,9 @@ static void usage(FILE *f)
             "      --disabled           start with tracing off (ftrace-ctl PID on)\n"
             "      --lossless           never drop events: a thread waits while the writer is\n"
             "                           behind (default: drop them and count them)\n"
+            "      --no-recorder        each process writes the file from a thread of its own\n"
+            "                           (default: a recorder process writes it, and keeps\n"
+            "                           every record of a process killed by SIGKILL)\n"
             "      --clock C            tsc, mono (CLOCK_MONOTONIC: slower, for a TSC that is\n"
             "                           not invariant), auto (default: the TSC where trusted)\n"
             "      --exit MODE          how exits are caught: through (default: the tracer\n"
@@ -243,6 +246,7 @@ int main(int argc, char **argv)
         OPT_THRESHOLD,
         OPT_DISABLED,
         OPT_LOSSLESS,
+        OPT_NO_RECORDER,
         OPT_CLOCK,
         OPT_EXIT,
         OPT_AUTO_ARGS,
@@ -261,6 +265,7 @@ int main(int argc, char **argv)
         {"threshold", required_argument, NULL, OPT_THRESHOLD},
         {"disabled", no_argument, NULL, OPT_DISABLED},
         {"lossless", no_argument, NULL, OPT_LOSSLESS},
+        {"no-recorder", no_argument, NULL, OPT_NO_RECORDER},
         {"clock", required_argument, NULL, OPT_CLOCK},
         {"exit", required_argument, NULL, OPT_EXIT},
         {"quiet", no_argument, NULL, 'q'},
@@ -338,6 +343,9 @@ int main(int argc, char **argv)
         }
         case OPT_LOSSLESS:
             setenv(ftr_env_name(FTR_ENV_LOSSLESS), "1", 1);
+            break;
+        case OPT_NO_RECORDER:
+            setenv(ftr_env_name(FTR_ENV_RECORDER), "0", 1);
             break;
         case OPT_CLOCK:
             if (strcmp(optarg, "tsc") && strcmp(optarg, "mono") && strcmp(optarg, "auto")) {

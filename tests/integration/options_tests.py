@@ -81,6 +81,7 @@ CASES = [
     (["--threshold", "0"], {"FTRACE_THRESHOLD": "0"}, FULL),
     (["--disabled"], {"FTRACE_DISABLED": "1"}, None),
     (["--lossless"], {"FTRACE_LOSSLESS": "1"}, FULL),
+    (["--no-recorder"], {"FTRACE_RECORDER": "0"}, FULL),
     (["--clock", "mono"], {"FTRACE_CLOCK": "mono"}, FULL),
     (["--clock", "tsc"], {"FTRACE_CLOCK": "tsc"}, FULL),
     (["--clock", "auto"], {"FTRACE_CLOCK": "auto"}, FULL),
