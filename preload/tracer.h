@@ -3,17 +3,21 @@
  *
  *   tramp_x86_64.S  entry/return trampolines, the exported __fentry__/mcount, ftr_call_saving()
  *   hooks.c         the hot path: entry and exit hooks (general registers only, no libc)
- *   threads.c       per-thread state, the chunk pool, hand-off of full chunks to the writer
+ *   threads.c       per-thread state, the chunk pool, hand-off of full chunks to the reader
  *                   (lock-free: a first hook may come in a handler that interrupted malloc)
  *   names.c         threads' names, followed through the renaming calls (prctl, setname)
- *   region.c        the memory chunks live in: a memfd of the process, shared (region.h)
+ *   region.c        the memory chunks live in: a memfd of the process, shared (region.h,
+ *                   chunk.h); drain.c reads it (drain.h)
+ *   recorder.c      the recorder process, which writes the session's file (recorder.h);
+ *                   recorder_client.c, the process's side
  *   thread_start.c  pthread_create() wrapped: a thread is set up before its start routine;
  *                   clone() wrapped: a child sharing its creator's TLS is set aside
  *   retaddr.c       the book of real return addresses, kept by stack slot (retaddr.h)
  *   stacks.c        which stack an address is on: the thread's own, a sigaltstack, a
  *                   makecontext() coroutine stack (ucontext_x86_64.S wraps makecontext)
  *   park.c          the shadow entries of suspended coroutines, kept with their stack (park.h)
- *   writer.c        the writer thread: encodes chunks (formats/) and appends them to the file
+ *   writer.c        the writer thread, where there is no recorder, and the writer's interface
+ *   ctlsig.c        signals sent to the control server's thread alone
  *   modules.c       the module registry: sites, stubs, patching (alone / live / parked + live)
  *   libcalls.c      library calls: a traced module's GOT slots given stubs (libcalls.h);
  *                   libc_protos.c, what --auto-args records for the common libc functions
