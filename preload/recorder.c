@@ -439,7 +439,20 @@ static struct image *start_image(const struct ftr_msg_hello *hh, const uint8_t *
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&at, 256 << 10);
-    if (pthread_create(&th, &at, image_main, im) != 0) {
+    /* glibc's pthread_create() calls calloc() through the PLT: the program's, in this copy of
+     * it, which may block for good (live_tests.py hung_start). Rather than wait forever, the
+     * recorder dies of SIGALRM after 10 s: a process of ours left behind holds a lock. */
+    struct {
+        void *handler;
+        unsigned long flags;
+        void *restorer;
+        uint64_t mask;
+    } dfl = {SIG_DFL, 0, NULL, 0};
+    syscall(SYS_rt_sigaction, SIGALRM, &dfl, NULL, sizeof dfl.mask);
+    alarm(10);
+    int rc = pthread_create(&th, &at, image_main, im);
+    alarm(0);
+    if (rc != 0) {
         atomic_store(&im->hdr->end_state, FTR_REGION_ENDED); /* never waited for */
         atomic_store(&im->done, 1);
         pthread_mutex_lock(&g_lock);
