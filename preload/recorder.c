@@ -614,6 +614,14 @@ void ftr_recorder_main(int lfd, int trace_fd, uint32_t pid)
                 continue;
             }
             struct conn c = {.fd = fd, .memfd = -1, .since = now};
+            /* those that connected before it are read first: a parent's HELLO, still coming in
+             * pieces, is whole before its fork child's (whose modules and lock are the
+             * parent's until then) */
+            for (size_t i = nconns; i-- > 0;)
+                if (on_readable(&conns[i])) {
+                    conn_close(&conns[i]);
+                    conns[i] = conns[--nconns];
+                }
             if (on_readable(&c)) {
                 conn_close(&c);
                 continue;
