@@ -62,9 +62,7 @@ static struct ftr_chunk *pool_pop(void)
 {
     uint64_t h = atomic_load(&rh->pool_head);
     while ((uint32_t)h) {
-        struct ftr_chunk *c = chunk_table[(uint32_t)h - 1];
-        if (!c) c = chunk_table[(uint32_t)h - 1] = ftr_region_chunk((uint32_t)h - 1);
-        if (!c) return NULL;
+        struct ftr_chunk *c = chunk_table[(uint32_t)h - 1]; /* chunk_new() made every one */
         /* c may be taken (and its next_free rewritten) meanwhile: the tag makes the CAS fail */
         uint32_t nx = __atomic_load_n(&c->next_free, __ATOMIC_RELAXED);
         if (atomic_compare_exchange_weak(&rh->pool_head, &h, ((h >> 32) + 1) << 32 | nx)) {
