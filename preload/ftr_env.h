@@ -20,6 +20,8 @@
     X(FTR_ENV_RECORDER, "FTRACE_RECORDER",                                                         \
       "the session's recorder process (set by the tracer); 0: each process writes the file "       \
       "from a thread of its own")                                                                  \
+    X(FTR_ENV_NOSITES, "FTRACE_NOSITES",                                                           \
+      "files found without sites this session (set by the tracer: dev:ino:size:mtime, ...)")       \
     X(FTR_ENV_DEPTH_MAX, "FTRACE_SHADOW_DEPTH",                                                    \
       "shadow stack entries per thread (default 16384, at most 1048576)")                          \
     X(FTR_ENV_VERBOSE, "FTRACE_VERBOSE", "1: say on stderr what was patched and how")              \

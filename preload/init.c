@@ -722,7 +722,9 @@ static void start(void)
     }
     ftr_env_snapshot();
 
+    ftr_nosites_init();
     size_t nsites = ftr_modules_scan();
+    ftr_nosites_publish(); /* for the images this one starts */
     if (nsites == 0 && !ftr_is_root)
         return; /* an uninstrumented child of the session (a shell, a tool): stay silent */
     choose_clock();

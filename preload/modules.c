@@ -152,10 +152,14 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
     memset(md, 0, sizeof *md);
     char err[256];
     md->seen = 1;
-    if (ftr_module_scan(path, info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum, &md->m, err,
-                        sizeof err) < 0 ||
+    struct ftr_file_id id;
+    int clear = ftr_nosites_known(path, &id), rc = 0;
+    if (clear ||
+        (rc = ftr_module_scan(path, info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum, &md->m, err,
+                              sizeof err)) < 0 ||
         md->m.nsites == 0) {
         /* remembered as a site-less placeholder, so that it is not scanned again */
+        if (!clear && rc == 0 && md->m.skipped == 0) ftr_nosites_add(&id);
         ftr_g.skipped += md->m.skipped;
         note_skipped_in(&md->m);
         ftr_module_free(&md->m);

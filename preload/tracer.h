@@ -560,6 +560,18 @@ void ftr_env_snapshot(void) FTR_HIDDEN;
 /* a session variable (enum ftr_env_id) set for this image and every one it starts */
 void ftr_env_session_set(int id, const char *value) FTR_HIDDEN;
 void ftr_env_restore(void) FTR_HIDDEN;
+
+/* nosites.c: the files this session found without sites (FTRACE_NOSITES). _init in the
+ * constructor, before the modules are scanned; _known: is path's file one (its identity in
+ * *id either way, for _add); _add once a scan found none in it; _publish after the
+ * constructor's scan, for the images this one starts. Under the modules' lock. */
+struct ftr_file_id {
+    unsigned long dev, ino, size, mtime;
+};
+void ftr_nosites_init(void) FTR_HIDDEN;
+int ftr_nosites_known(const char *path, struct ftr_file_id *id) FTR_HIDDEN;
+void ftr_nosites_add(const struct ftr_file_id *id) FTR_HIDDEN;
+void ftr_nosites_publish(void) FTR_HIDDEN;
 /* process.c, for vfork_x86_64.S (which pauses the calling thread across vfork()) */
 void ftr_vfork_errno(int e) FTR_HIDDEN;
 
