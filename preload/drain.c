@@ -54,6 +54,21 @@ static void encode(struct ftr_drain *d, uint32_t tid, uint64_t seq, const struct
     d->calls += calls;
 }
 
+/* No record is written at slot i of chunk c or after it. A thread fills its chunk in order; a
+ * hole is a record whose writing was cut (by a signal, whose handler then writes the records
+ * after it, or by the end of the process): a value list's head and its payload slots (head 0)
+ * at most, 1 + 255 slots, with the next record's head just past it, if any. So slots with a zero
+ * head that run longer than that end what was written. The reader reads no further: the rest
+ * of a chunk is pages the process never touched, which a read would make the kernel allocate
+ * (a fork child's chunk is almost all such pages). */
+static int unwritten_from(const struct ftr_chunk *c, size_t i, size_t nrec)
+{
+    size_t end = i + 1 + 256 < nrec ? i + 1 + 256 : nrec;
+    for (; i < end; i++)
+        if (__atomic_load_n(&c->rec[i].head, __ATOMIC_ACQUIRE)) return 0;
+    return 1;
+}
+
 /* Takes the records of OWNED chunk c not taken yet, in slot order: up to the first slot not
  * filled, or, past such slots, every filled one (skip_holes: the last pass, when nothing later
  * could take them; the encoder skips a hole). */
@@ -69,7 +84,7 @@ static void take_records(struct ftr_drain *d, struct ftr_chunk *c, int skip_hole
     while (i < nrec) {
         struct ftr_rec *r = &c->rec[i];
         uint32_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-        if (head == 0 && !skip_holes) break;
+        if (head == 0 && (!skip_holes || unwritten_from(c, i, nrec))) break;
         uint64_t tsc = __atomic_load_n(&r->tsc, __ATOMIC_RELAXED);
         if (head && tsc >= young) break;
         uint32_t arg = __atomic_load_n(&r->arg, __ATOMIC_RELAXED);

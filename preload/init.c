@@ -236,7 +236,7 @@ static pid_t stat_pid;
  * the program's threads run takes the lowest free number, which the program could be about to
  * dup2() onto; our move and close() would then take its file (soak run 12 at 04bffc6:
  * limit-dup2; case limit-fdreuse). */
-void ftr_program_watch(void)
+void ftr_program_watch(int open_it)
 {
     pid_t pid = (pid_t)ftr_getpid();
     if (stat_fd >= 0 && stat_pid == pid) return;
@@ -245,6 +245,7 @@ void ftr_program_watch(void)
         close(stat_fd); /* a fork child: the parent's */
         stat_fd = -1;
     }
+    if (!open_it) return;
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -336,6 +337,7 @@ void ftr_orphan_watch(void)
     static atomic_int started;
     pthread_t th;
     if (!ftr_g.ready || ftr_writer_tid || atomic_exchange(&started, 1)) return;
+    ftr_program_watch(1); /* here, in the program's table: the watcher reads it */
     ftr_create_own_thread(&th, 1, orphan_watch_main, NULL);
 }
 

@@ -3,8 +3,9 @@
  * (recorder.h says how it is started and talked to).
  *
  * It is a process of ours, not the program's: it may block, allocate and lock as it likes.
- * One thread accepts the images' HELLOs and watches each process through a pidfd; each image
- * has a thread of its own that sleeps on its region's wake word (a futex in the shared header:
+ * One thread accepts the images' HELLOs and watches each process through a pidfd; each live
+ * image has a worker thread (kept a while for the next image: a thread costs more than a short
+ * fork child's image) that sleeps on its region's wake word (a futex in the shared header:
  * a chunk filled, the image ended, or the process is gone), drains the region (drain.c) every
  * flush period, copies the new part of the region's metadata log, and writes to the file under
  * a lock, whole chunks at a time. An image ends when its process says so in the region's
@@ -16,7 +17,9 @@
  * The file's lock (formats/ftr_lock.c) is held for a process from its HELLO (for the first
  * one, from before it started the recorder) until its END is written and every child it forked
  * meanwhile has said HELLO (bounded): there is no moment when a process of the session is
- * running and none is held. The recorder ends when no process of the session is left.
+ * running and none is held. Only the session's first process waits for its END (recorder.h);
+ * it hears of it once every other process that has ended is written too. The recorder ends
+ * when no process of the session is left.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -119,7 +122,8 @@ static uint64_t write_out(struct ftr_buf *b, uint64_t *dropped, int *failed)
 /* ---- images ---- */
 
 struct image {
-    struct image *next; /* g_images */
+    struct image *next;       /* g_images */
+    struct image *queue_next; /* waiting for a worker (dispatch) */
     struct ftr_msg_hello h;
     char *strings; /* argv, then exe */
     int memfd, pidfd;
@@ -131,8 +135,8 @@ struct image {
     struct ftr_buf first; /* chunks to write before the log's: a fork child's modules */
     uint64_t meta_read;   /* how far the metadata log is written out */
     struct ftr_region_hdr *hdr;
-    void **segs;
-    size_t nsegs, seg_bytes;
+    void **segs; /* segs_cap of the nsegs the region can have; grown as they are mapped */
+    size_t nsegs, segs_cap, seg_bytes;
 };
 static struct image *g_images;
 static uint64_t hz_known;     /* ticks per second, once measured */
@@ -158,7 +162,7 @@ static void image_unref(struct image *im)
         if (o->before == im) o->before = NULL;
     pthread_mutex_unlock(&g_lock);
     if (!last) return;
-    for (size_t k = 0; k < im->nsegs && im->segs; k++)
+    for (size_t k = 0; k < im->segs_cap; k++)
         if (im->segs[k]) munmap(im->segs[k], im->seg_bytes);
     free(im->segs);
     if (im->hdr) munmap(im->hdr, FTR_REGION_HDR);
@@ -174,6 +178,13 @@ static struct ftr_chunk *map_chunk(struct ftr_drain *d, uint32_t index)
     struct image *im = d->ctx;
     size_t k = index / im->hdr->seg;
     if (k >= im->nsegs) return NULL;
+    if (k >= im->segs_cap) {
+        size_t cap = k + 1 > 2 * im->segs_cap ? k + 1 : 2 * im->segs_cap;
+        void **s = realloc(im->segs, cap * sizeof *s);
+        if (!s) return NULL;
+        memset(s + im->segs_cap, 0, (cap - im->segs_cap) * sizeof *s);
+        im->segs = s, im->segs_cap = cap;
+    }
     if (!im->segs[k]) {
         void *p = mmap(NULL, im->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, im->memfd,
                        (off_t)(FTR_REGION_HDR + k * im->seg_bytes));
@@ -301,10 +312,37 @@ static void write_end(struct image *im, struct ftr_drain *dr)
     ftr_enc_end(dr->enc, im->h.pid, &end, dr->out);
 }
 
-/* The image's thread: from its HELLO to its END. */
-static void *image_main(void *arg)
+/* Has im's process ended (said so, or gone)? Under g_lock. */
+static int ended(struct image *im)
 {
-    struct image *im = arg;
+    if (atomic_load(&im->gone) || atomic_load(&im->hdr->end_state) != FTR_REGION_RUNNING) return 1;
+    struct pollfd p = {.fd = im->pidfd, .events = POLLIN};
+    return im->pidfd >= 0 && poll(&p, 1, 0) == 1;
+}
+
+/* The session's first process (it prints the run's line, and ftrace-run returns when it ends)
+ * hears of its END once every other process that has ended is written too: a fork child does
+ * not wait for its own (recorder_client.c), so that a report right after the run finds each
+ * process that ended written whole. Bounded: CHILDREN_MS without one of them finishing. */
+static void wait_ended_others(struct image *me)
+{
+    size_t last = SIZE_MAX;
+    for (uint64_t until = mono_ms() + CHILDREN_MS; mono_ms() < until;) {
+        size_t pending = 0;
+        pthread_mutex_lock(&g_lock);
+        for (struct image *o = g_images; o; o = o->next)
+            pending += o != me && !atomic_load(&o->done) && ended(o);
+        pthread_mutex_unlock(&g_lock);
+        if (!pending) return;
+        if (pending != last) until = mono_ms() + CHILDREN_MS, last = pending;
+        struct timespec d = {0, 1000000};
+        nanosleep(&d, NULL);
+    }
+}
+
+/* An image, from its HELLO to its END, on a worker thread. */
+static void run_image(struct image *im)
+{
     struct ftr_region_hdr *h = im->hdr;
     for (struct image *b; (b = __atomic_load_n(&im->before, __ATOMIC_ACQUIRE));) {
         if (atomic_load(&b->done)) break; /* the previous image of this pid writes first */
@@ -376,6 +414,7 @@ static void *image_main(void *arg)
         struct timespec d = {0, 1000000};
         nanosleep(&d, NULL);
     }
+    if ((uint32_t)im->h.session_id == im->h.pid) wait_ended_others(im);
     pthread_mutex_lock(&g_lock);
     unhold(im->h.pid);
     if (told && how == FTR_END_EXEC) linger_until = mono_ms() + 2000;
@@ -383,10 +422,78 @@ static void *image_main(void *arg)
     atomic_store(&h->end_state, FTR_REGION_ENDED);
     syscall(SYS_futex, &h->end_state, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
     image_unref(im);
+}
+
+/* ---- the workers: a thread per image at a time, kept a while for the next one ---- */
+
+#define IDLE_MS 2000 /* a worker with no image for this long ends */
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cond = PTHREAD_COND_INITIALIZER;
+static struct image *queue_head, **queue_tail = &queue_head; /* images for idle workers */
+static size_t idle, queued;                                  /* queued < idle, or 0 */
+
+static void *worker_main(void *arg)
+{
+    for (struct image *im = arg; im;) {
+        run_image(im);
+        im = NULL;
+        pthread_mutex_lock(&pool_lock);
+        idle++;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += IDLE_MS / 1000;
+        while (!queue_head && pthread_cond_timedwait(&pool_cond, &pool_lock, &until) == 0)
+            ;
+        idle--;
+        if ((im = queue_head)) {
+            if (!(queue_head = im->queue_next)) queue_tail = &queue_head;
+            queued--;
+        }
+        pthread_mutex_unlock(&pool_lock);
+    }
     return NULL;
 }
 
-/* A HELLO read whole: the image starts, with a thread of its own. Under no lock. */
+/* im to an idle worker, or to a new one. A thread's creation costs more than the whole of a
+ * short fork child's image (a fork child that _exit()s at once: bench/forkexec.c). @return 0,
+ * or pthread_create()'s error. */
+static int dispatch(struct image *im)
+{
+    pthread_mutex_lock(&pool_lock);
+    if (idle > queued) {
+        im->queue_next = NULL;
+        *queue_tail = im;
+        queue_tail = &im->queue_next;
+        queued++;
+        pthread_cond_signal(&pool_cond);
+        pthread_mutex_unlock(&pool_lock);
+        return 0;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    pthread_t th;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&at, 256 << 10);
+    /* glibc's pthread_create() calls calloc() through the PLT: the program's, in this copy of
+     * it, which may block for good (live_tests.py hung_start). Rather than wait forever, the
+     * recorder dies of SIGALRM after 10 s: a process of ours left behind holds a lock. */
+    struct {
+        void *handler;
+        unsigned long flags;
+        void *restorer;
+        uint64_t mask;
+    } dfl = {SIG_DFL, 0, NULL, 0};
+    syscall(SYS_rt_sigaction, SIGALRM, &dfl, NULL, sizeof dfl.mask);
+    alarm(10);
+    int rc = pthread_create(&th, &at, worker_main, im);
+    alarm(0);
+    pthread_attr_destroy(&at);
+    return rc;
+}
+
+/* A HELLO read whole: the image starts, on a worker thread. Under no lock. */
 static struct image *start_image(const struct ftr_msg_hello *hh, const uint8_t *strings,
                                  size_t slen, int memfd)
 {
@@ -406,9 +513,8 @@ static struct image *start_image(const struct ftr_msg_hello *hh, const uint8_t *
     if (im->hdr && im->hdr->magic == FTR_REGION_MAGIC && im->hdr->seg && im->hdr->stride) {
         im->seg_bytes = (size_t)im->hdr->seg * im->hdr->stride;
         im->nsegs = (size_t)(im->hdr->meta_off - FTR_REGION_HDR) / im->seg_bytes + 1;
-        im->segs = calloc(im->nsegs, sizeof *im->segs);
     }
-    if (!im->segs || !im->strings) {
+    if (!im->nsegs || !im->strings) {
         im->refs = 1;
         image_unref(im);
         return NULL;
@@ -434,24 +540,7 @@ static struct image *start_image(const struct ftr_msg_hello *hh, const uint8_t *
     im->next = g_images;
     g_images = im;
     pthread_mutex_unlock(&g_lock);
-    pthread_t th;
-    pthread_attr_t at;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&at, 256 << 10);
-    /* glibc's pthread_create() calls calloc() through the PLT: the program's, in this copy of
-     * it, which may block for good (live_tests.py hung_start). Rather than wait forever, the
-     * recorder dies of SIGALRM after 10 s: a process of ours left behind holds a lock. */
-    struct {
-        void *handler;
-        unsigned long flags;
-        void *restorer;
-        uint64_t mask;
-    } dfl = {SIG_DFL, 0, NULL, 0};
-    syscall(SYS_rt_sigaction, SIGALRM, &dfl, NULL, sizeof dfl.mask);
-    alarm(10);
-    int rc = pthread_create(&th, &at, image_main, im);
-    alarm(0);
+    int rc = dispatch(im);
     if (rc != 0) {
         atomic_store(&im->hdr->end_state, FTR_REGION_ENDED); /* never waited for */
         atomic_store(&im->done, 1);

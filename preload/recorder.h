@@ -48,8 +48,12 @@ int ftr_recorder_join(int trace_fd) __attribute__((visibility("hidden")));
 int ftr_recorder_on(void) __attribute__((visibility("hidden")));
 /* pre-encoded chunks to the recorder, through the region's metadata log (not from a hook) */
 void ftr_recorder_meta(const struct ftr_buf *chunks) __attribute__((visibility("hidden")));
-/* The image's end: its END fields into the region, then wait (bounded) for the recorder to
- * have written everything and the END. @return 1 if it did. */
+/* The image's end: its END fields into the region; then, if the image may print the run's
+ * summary line (which wants the recorder's counts), wait (bounded) for the recorder to have
+ * written everything and the END. Otherwise (a fork child, a program it ran) the recorder
+ * finishes on its own: the records are in the region, and it holds the process's lock in the
+ * file until the END is written (ftrace-run waits for those of processes gone). @return 1 if
+ * it waited and the recorder did. */
 int ftr_recorder_end(const struct ftr_end_info *end, int from_signal)
     __attribute__((visibility("hidden")));
 /* fork(): counted in the region (the prepare handler, under the metadata lock); in the child,

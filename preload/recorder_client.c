@@ -217,6 +217,22 @@ static uint64_t mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* Waits for the recorder to say ENDED. Bounded: a recorder that makes no progress for limit ms
+ * is not waited for (it counts what it writes as it goes). Only futex and the clock: a
+ * sandbox's allowlist has those. @return 1 (ENDED), 0 */
+static int wait_ended(struct ftr_region_hdr *h, uint64_t limit)
+{
+    uint64_t since = mono_ms(), seen = atomic_load(&h->written) + atomic_load(&h->passes);
+    while (atomic_load(&h->end_state) != FTR_REGION_ENDED) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        syscall(SYS_futex, &h->end_state, FUTEX_WAIT, FTR_REGION_ENDING, &ts, NULL, 0);
+        uint64_t now = mono_ms(), progress = atomic_load(&h->written) + atomic_load(&h->passes);
+        if (progress != seen) seen = progress, since = now;
+        if (now - since > limit) return 0;
+    }
+    return 1;
+}
+
 int ftr_recorder_end(const struct ftr_end_info *end, int from_signal)
 {
     struct ftr_region_hdr *h = ftr_region_header();
@@ -233,19 +249,7 @@ int ftr_recorder_end(const struct ftr_end_info *end, int from_signal)
     h->through = end->through;
     atomic_store(&h->end_state, FTR_REGION_ENDING);
     ftr_region_wake(h);
-    /* Bounded: a recorder that makes no progress for 2 s (1 s in a dying process's handler) is
-     * not waited for (it counts what it writes as it goes). Only futex and the clock: a
-     * sandbox's allowlist has those. */
-    uint64_t limit = from_signal ? 1000 : 2000, since = mono_ms();
-    uint64_t seen = atomic_load(&h->written) + atomic_load(&h->passes);
-    while (atomic_load(&h->end_state) != FTR_REGION_ENDED) {
-        struct timespec ts = {0, 20 * 1000 * 1000};
-        syscall(SYS_futex, &h->end_state, FUTEX_WAIT, FTR_REGION_ENDING, &ts, NULL, 0);
-        uint64_t now = mono_ms(), progress = atomic_load(&h->written) + atomic_load(&h->passes);
-        if (progress != seen) seen = progress, since = now;
-        if (now - since > limit) return 0;
-    }
-    return 1;
+    return ftr_summary_may_say() ? wait_ended(h, from_signal ? 1000 : 2000) : 0;
 }
 
 void ftr_recorder_prepare_fork(void)
@@ -283,6 +287,7 @@ int ftr_recorder_resume(void)
 {
     struct ftr_region_hdr *h = ftr_region_header();
     if (!on || !h) return -1;
+    wait_ended(h, 2000); /* the END of the image that failed to exec, if it did not wait */
     atomic_store(&h->end_state, FTR_REGION_RUNNING);
     parent_pid = 0;
     atomic_store(&h->meta_len, 0); /* the next image's log: its own MODULE and SITES again */

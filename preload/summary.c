@@ -94,6 +94,12 @@ static int says_line(void)
     return (mine && (ftr_is_root || wrote)) || (owner == 0 && wrote);
 }
 
+int ftr_summary_may_say(void)
+{
+    uint32_t owner = (uint32_t)ftr_process.session_id;
+    return owner == (uint32_t)ftr_g.pid || owner == 0;
+}
+
 static int cat(char *buf, size_t len, int n, const char *fmt, uint64_t v, const char *what)
 {
     if (!v || n < 0 || (size_t)n >= len) return n;

@@ -522,7 +522,10 @@ void ftr_resume(void) FTR_HIDDEN; /* after an exec that failed */
  * marked ended), and then exit(0) with the program's exit handlers, in the writer thread. */
 int ftr_program_gone(int *leader_gone) FTR_HIDDEN;
 int ftr_program_gone_read(int fd, int *leader_gone) FTR_HIDDEN; /* the same, from fd */
-void ftr_program_watch(void) FTR_HIDDEN; /* before the writer starts: what ftr_program_gone reads */
+/* What ftr_program_gone() reads: a descriptor of this process's /proc stat, opened (open_it)
+ * before a thread of ours that asks starts (the writer thread, the orphan watcher); a fork
+ * child's copy of its parent's is closed either way */
+void ftr_program_watch(int open_it) FTR_HIDDEN;
 const struct ftr_end_info *ftr_end_orphaned(void) FTR_HIDDEN;
 void ftr_orphan_exit(void) FTR_HIDDEN __attribute__((noreturn));
 /* ctlsig.c: signals sent to the control server's thread alone, taken through a signalfd of
@@ -553,6 +556,9 @@ const char *ftr_summary_exec(int next_loads) FTR_HIDDEN;
 void ftr_summary_resume(void) FTR_HIDDEN;
 void ftr_summary_take_carried(void) FTR_HIDDEN;
 void ftr_summary_untraced(void) FTR_HIDDEN;
+/* May this image print the run's line (so its end needs the recorder's counts)? A fork child
+ * of the session, or a program it ran, never does. */
+int ftr_summary_may_say(void) FTR_HIDDEN;
 
 /* process.c: the environment every child and exec'd image must carry; _restore, at the end of
  * the constructor: takes out what an exec or spawn wrapper added (FTR_ENV_ADDED) */

@@ -423,9 +423,10 @@ int ftr_writer_start(char *err, size_t errlen)
 {
     rh = ftr_region_header();
     ftr_writer_gen++;
-    ftr_program_watch(); /* alone: the constructor, a fork child's handler (after an exec that
-                          * failed it keeps the one it has) */
+    /* alone: the constructor, a fork child's handler (after an exec that failed it keeps the
+     * one it has); with a recorder, only the orphan watcher asks, if main calls pthread_exit */
     int rec = start_recorder(err, errlen);
+    ftr_program_watch(!rec);
     if (rec) return rec < 0 ? -1 : 0;
     if (!enc && !w_lazy) enc = ftr_enc_new(ftr_cfg.zstd_level); /* lazy: begin_image makes it */
     rh = ftr_region_header();

@@ -4,6 +4,10 @@
   daemon     a daemon's child still writes after ftrace-run returned: ftrace-report says so in
              one line naming the child (not its parent, whose END is written), and with --wait
              shows all the child's calls; a plain program's report says nothing of the kind
+  children   24 fork children at once that _exit, exit(i) or are killed by SIGKILL, all waited
+             for: the report right after ftrace-run says nothing of writers and has every
+             child's calls and how it ended (a fork child does not wait for its END's writing;
+             the session's first process does, for every process that has ended)
   reexec     a program that execs itself 100 times: one summary line, with every image's calls
   exectrue   an exec of /bin/true (not instrumented) at the end: one summary line
   execstatic an exec of a static program (no preload runs there): one summary line
@@ -30,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import buildcache  # noqa: E402
 from behaviours import summary_calls  # noqa: E402
-from run_integration import FLAGSETS  # noqa: E402
+from run_integration import FLAGSETS, UNSEEN  # noqa: E402
 
 PROGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs")
 TIMEOUT = 60
@@ -120,13 +124,35 @@ def wait_recorder_gone(trace, seconds=5):
         recorders(trace), seconds))
 
 
-def case_plain(exe, cwd, rr, rb):
-    trace = os.path.join(cwd, "plain.ftr")
-    t = run([rr, "-q", "-o", trace, exe, "plain"], cwd)
+def quiet_run(exe, cwd, rr, rb, mode):
+    """bsession MODE traced under -q, then its report at once: (trace, calls per function);
+    both said nothing on stderr (the report: no writer it would have to wait for)"""
+    trace = os.path.join(cwd, "%s.ftr" % mode)
+    t = run([rr, "-q", "-o", trace, exe, mode], cwd)
     assert t.returncode == 0 and not t.stderr, "traced: %d %r" % (t.returncode, t.stderr)
     calls, err = report_calls(rb, trace, cwd)
-    assert not err, "report of a plain program: stderr %r" % err
+    assert not err, "report right after ftrace-run: stderr %r" % err
+    return trace, calls
+
+
+def case_plain(exe, cwd, rr, rb):
+    trace, calls = quiet_run(exe, cwd, rr, rb, "plain")
     assert calls.get("tick") == 3, "tick: %s" % calls
+    wait_recorder_gone(trace)
+
+
+def case_children(exe, cwd, rr, rb):
+    trace, calls = quiet_run(exe, cwd, rr, rb, "children")
+    assert calls.get("child_work") == 24 * 20000, "child_work: %s" % calls
+    info = run([rb, "--info", trace], cwd)
+    ends = sorted(line.split("ended", 1)[1].strip() for line in info.stdout.splitlines()
+                  if line.startswith("  ended "))
+    want = sorted(["exited with status 0"] * 9 + ["exited with status %d" % i
+                                                  for i in range(1, 24, 3)])
+    killed = [e for e in ends if e not in want]
+    assert len(ends) == 25 and len(killed) == 8 and all(
+        e in ("killed by signal 9 (SIGKILL)", UNSEEN)
+        for e in killed), "ends: %s" % ends
     wait_recorder_gone(trace)
 
 
@@ -212,7 +238,8 @@ def main():
         work = tempfile.mkdtemp(prefix="ftr-session-")
         try:
             exe, lib, static = build(fs, work)
-            cases = [("daemon", case_daemon), ("plain", case_plain), ("reexec", case_reexec),
+            cases = [("daemon", case_daemon), ("plain", case_plain),
+                     ("children", case_children), ("reexec", case_reexec),
                      ("exectrue", case_exectrue),
                      ("execstatic", lambda *x: case_execstatic(*x, static)),
                      ("execenv", env_case("execenv", "A=1\n")),

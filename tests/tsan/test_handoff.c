@@ -138,7 +138,10 @@ int ftr_recorder_resume(void)
 }
 void ftr_output_lock(void) {}
 void ftr_output_release(void) {}
-void ftr_program_watch(void) {}
+void ftr_program_watch(int open_it)
+{
+    (void)open_it;
+}
 int ftr_program_gone(int *leader_gone)
 {
     *leader_gone = 0;

@@ -4,6 +4,9 @@
  *                 times, 10 ms apart, and exits: the file is still being written after
  *                 ftrace-run returned. Trees: parent {main}, child: tick 30 below main.
  *   plain         main -> tick x 3.
+ *   children      main -> 24 fork children at once, each child_work x 20000 and then, by its
+ *                 number i: _exit(0), exit(i), or SIGKILL to itself; all waited for, then the
+ *                 parent returns: the report right after must have every child's END.
  *   reexec N      main -> tick, then execv(/proc/self/exe, "reexec", N-1) until N is 0: N + 1
  *                 images, each {main, main;tick}.
  *   exectrue      main -> tick, then execl(/bin/true): the next image is not instrumented.
@@ -21,6 +24,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,10 +77,33 @@ static int daemon_mode(void)
     exit(0);
 }
 
+static int children_mode(void)
+{
+    enum { N = 24 };
+    pid_t kids[N];
+    fflush(stdout);
+    for (int i = 0; i < N; i++) {
+        if ((kids[i] = fork()) < 0) return 1;
+        if (kids[i] == 0) {
+            for (int k = 0; k < 20000; k++)
+                child_work();
+            if (i % 3 == 0) _exit(0);
+            if (i % 3 == 1) exit(i);
+            kill(getpid(), SIGKILL);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        int st;
+        if (waitpid(kids[i], &st, 0) != kids[i]) return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "daemon")) return daemon_mode();
+    if (!strcmp(mode, "children")) return children_mode();
     if (!strcmp(mode, "static")) {
         printf("static ran\n");
         return 0;
