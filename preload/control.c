@@ -75,7 +75,6 @@ static atomic_int bind_state = 2;
  * failed, a new server may start while the one stopped at the exec still sleeps in poll(). */
 static __thread int listen_fd __attribute__((tls_model("initial-exec"))) = -1;
 static __thread int conn_fd __attribute__((tls_model("initial-exec"))) = -1;
-static __thread int sig_fd __attribute__((tls_model("initial-exec"))) = -1;
 static pid_t server_pid;  /* the process that bound sock_path */
 static char ctl_dir[256]; /* ftr_ctl_dir() as the process started (ftrace-ctl reads environ) */
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -510,8 +509,8 @@ static void *server_main(void *arg)
     }
     bound(1);
     listen_fd = own_table(listen_fd);
-    sig_fd = ftr_ctlsig_open(); /* signals sent to this thread alone (ctlsig.c) */
-    int failures = 0;           /* in a row: past a few, slow down (never spin) */
+    int sig_fd = ftr_ctlsig_open(0); /* signals sent to this thread alone (ctlsig.c) */
+    int failures = 0;                /* in a row: past a few, slow down (never spin) */
     int leader_gone = 0;
     while (atomic_load(&gen) == me && failures < 1000) {
         struct pollfd p[2] = {{.fd = listen_fd, .events = POLLIN},
@@ -520,10 +519,10 @@ static void *server_main(void *arg)
         int r = listen_fd >= 0 ? poll(p, 2, ms) : (usleep((useconds_t)ms * 1000), 0);
         if (atomic_load(&gen) != me) break;
         if (r > 0 && p[1].revents) {
-            ftr_ctlsig_take(sig_fd);
+            ftr_ctlsig_take();
             if (!p[0].revents) continue;
         }
-        if (r == 0 && sig_fd >= 0) ftr_ctlsig_refresh(sig_fd);
+        if (r == 0 && sig_fd >= 0) ftr_ctlsig_refresh();
         if (r == 0 && !ftr_writer_tid) watch_program(&leader_gone);
         if (r == 0) rebind_if_gone_or_lost(); /* the socket file removed (by hand, /tmp cleaner) */
         if (r <= 0) continue;
@@ -552,7 +551,7 @@ static void *server_main(void *arg)
     if (atomic_compare_exchange_strong(&serving, &me, 0) && !atomic_load(&stopping))
         unlink(sock_path);
     close_own(&listen_fd);
-    close_own(&sig_fd);
+    ftr_ctlsig_close();
     return NULL; /* the table goes with the thread */
 }
 

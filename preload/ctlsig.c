@@ -15,6 +15,11 @@
  * The signalfd's mask leaves out the signals pending for the process: a signal every program
  * thread blocks (one a sigwait() thread takes) would make it readable without end. It is
  * recomputed at every wake-up and at least once a second.
+ *
+ * The watcher of a main thread's pthread_exit() (init.c) does the same from the program's
+ * descriptor table (its exit(0) flushes the program's stdio there): its two descriptors are then
+ * moved high and guarded (fdguard.c), and read under the guard's lock, never while the program's
+ * handler runs (it may close or dup2 one of them: the guard moves ours away first).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,21 +36,34 @@
 #include "sigguard.h"
 #include "tracer.h"
 
+/* The calling thread's: its signalfd and /proc/thread-self/status, and whether they are in the
+ * program's descriptor table (shared) */
+static __thread int sig_fd __attribute__((tls_model("initial-exec"))) = -1;
 static __thread int status_fd __attribute__((tls_model("initial-exec"))) = -1;
+static __thread int shared __attribute__((tls_model("initial-exec")));
+
+static void lock(void)
+{
+    if (shared) ftr_fd_lock();
+}
+
+static void unlock(void)
+{
+    if (shared) ftr_fd_unlock();
+}
 
 /* This thread's pending signals (mine) and the process's (shared), as bit sig - 1.
- * @return 0, -1 */
-static int pending(uint64_t *mine, uint64_t *shared)
+ * @return 0, -1. Under lock(). */
+static int pending(uint64_t *mine, uint64_t *shared_pnd)
 {
     char buf[4096];
-    if (status_fd < 0) status_fd = open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
     ssize_t n = status_fd >= 0 ? pread(status_fd, buf, sizeof buf - 1, 0) : -1;
     if (n <= 0) return -1;
     buf[n] = 0;
     const char *p = strstr(buf, "\nSigPnd:"), *q = strstr(buf, "\nShdPnd:");
     if (!p || !q) return -1;
     *mine = strtoull(p + 8, NULL, 16);
-    *shared = strtoull(q + 8, NULL, 16);
+    *shared_pnd = strtoull(q + 8, NULL, 16);
     return 0;
 }
 
@@ -60,19 +78,49 @@ static void set_mask(int fd, uint64_t leave_out)
     signalfd(fd, &m, 0);
 }
 
-int ftr_ctlsig_open(void)
+/* fd moved high and guarded, when in the program's table */
+static int own(int fd, int *var)
+{
+    *var = fd;
+    if (fd < 0 || !shared) return fd;
+    *var = ftr_fd_high(fd);
+    ftr_fd_protect(var);
+    return *var;
+}
+
+int ftr_ctlsig_open(int in_program_table)
 {
     sigset_t none;
     sigemptyset(&none);
-    int fd = signalfd(-1, &none, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (fd >= 0) ftr_ctlsig_refresh(fd);
-    return fd;
+    shared = in_program_table;
+    own(open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC), &status_fd);
+    own(signalfd(-1, &none, SFD_CLOEXEC | SFD_NONBLOCK), &sig_fd);
+    if (sig_fd >= 0) ftr_ctlsig_refresh();
+    return sig_fd;
 }
 
-void ftr_ctlsig_refresh(int fd)
+int ftr_ctlsig_fd(void)
 {
-    uint64_t mine, shared;
-    if (pending(&mine, &shared) == 0) set_mask(fd, shared & ~mine);
+    return __atomic_load_n(&sig_fd, __ATOMIC_RELAXED);
+}
+
+void ftr_ctlsig_close(void)
+{
+    int *vars[2] = {&sig_fd, &status_fd};
+    for (int i = 0; i < 2; i++) {
+        if (*vars[i] < 0) continue;
+        if (shared) ftr_fd_unprotect(vars[i]);
+        syscall(SYS_close, *vars[i]);
+        *vars[i] = -1;
+    }
+}
+
+void ftr_ctlsig_refresh(void)
+{
+    uint64_t mine, shared_pnd;
+    lock();
+    if (sig_fd >= 0 && pending(&mine, &shared_pnd) == 0) set_mask(sig_fd, shared_pnd & ~mine);
+    unlock();
 }
 
 /* The default action of sig: 0 ignore, 1 stop, 2 end the process */
@@ -126,20 +174,26 @@ static void act(int sig, const struct signalfd_siginfo *ssi)
     }
 }
 
-void ftr_ctlsig_take(int fd)
+void ftr_ctlsig_take(void)
 {
-    uint64_t mine, shared;
-    if (pending(&mine, &shared) < 0) return;
+    uint64_t mine, shared_pnd;
+    lock();
+    int got = sig_fd >= 0 && pending(&mine, &shared_pnd) == 0;
+    unlock();
+    if (!got) return;
     int saved = errno;
     for (int sig = 1; sig <= 64; sig++) {
         if (!(mine >> (sig - 1) & 1) || sig == SIGKILL || sig == SIGSTOP) continue;
         sigset_t one;
         sigemptyset(&one);
         sigaddset(&one, sig);
-        signalfd(fd, &one, 0); /* dequeues this thread's own first, then the process's */
         struct signalfd_siginfo ssi;
-        if (read(fd, &ssi, sizeof ssi) == (ssize_t)sizeof ssi) act(sig, &ssi);
+        lock();
+        signalfd(sig_fd, &one, 0); /* dequeues this thread's own first, then the process's */
+        ssize_t n = read(sig_fd, &ssi, sizeof ssi);
+        unlock();
+        if (n == (ssize_t)sizeof ssi) act(sig, &ssi); /* the program's handler: under no lock */
     }
     errno = saved;
-    ftr_ctlsig_refresh(fd);
+    ftr_ctlsig_refresh();
 }

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <ucontext.h>
@@ -321,9 +322,19 @@ static void *orphan_watch_main(void *arg)
     (void)arg;
     ftr_thread_off();
     ftr_stw_ignore((int)syscall(SYS_gettid));
-    for (int leader_gone = 0;;) {
-        struct timespec d = {0, 5 * 1000 * 1000};
-        nanosleep(&d, NULL);
+    /* a signal sent to this thread alone (a thread walker's) is taken as the control server
+     * takes its own (ctlsig.c), from the program's table */
+    ftr_ctlsig_open(1);
+    for (int leader_gone = 0, waits = 0;;) {
+        struct pollfd p = {.fd = ftr_ctlsig_fd(), .events = POLLIN};
+        if (p.fd < 0) {
+            struct timespec d = {0, 5 * 1000 * 1000};
+            nanosleep(&d, NULL);
+        } else if (poll(&p, 1, 5) > 0 && (p.revents & POLLIN)) {
+            ftr_ctlsig_take();
+        } else if (++waits % 200 == 0) {
+            ftr_ctlsig_refresh(); /* about once a second */
+        }
         if (ftr_program_gone(&leader_gone)) {
             ftr_writer_stop(ftr_end_orphaned());
             ftr_orphan_exit();

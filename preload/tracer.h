@@ -528,11 +528,16 @@ int ftr_program_gone_read(int fd, int *leader_gone) FTR_HIDDEN; /* the same, fro
 void ftr_program_watch(int open_it) FTR_HIDDEN;
 const struct ftr_end_info *ftr_end_orphaned(void) FTR_HIDDEN;
 void ftr_orphan_exit(void) FTR_HIDDEN __attribute__((noreturn));
-/* ctlsig.c: signals sent to the control server's thread alone, taken through a signalfd of
- * its own descriptor table and acted on as the kernel would have */
-int ftr_ctlsig_open(void) FTR_HIDDEN;
-void ftr_ctlsig_refresh(int fd) FTR_HIDDEN; /* the mask again: what the process has pending */
-void ftr_ctlsig_take(int fd) FTR_HIDDEN;
+/* ctlsig.c: signals sent to one of our threads alone (the control server, the watcher of a
+ * main thread's pthread_exit()), taken through a signalfd and acted on as the kernel would
+ * have. Per thread: _open once (in_program_table: the watcher's, whose descriptors the guard
+ * keeps; the server has a table of its own), then poll ftr_ctlsig_fd() (the guard may have
+ * moved it) and _take when it is readable, _refresh at least once a second. */
+int ftr_ctlsig_open(int in_program_table) FTR_HIDDEN; /* @return the signalfd, -1 */
+int ftr_ctlsig_fd(void) FTR_HIDDEN;
+void ftr_ctlsig_refresh(void) FTR_HIDDEN; /* the mask again: what the process has pending */
+void ftr_ctlsig_take(void) FTR_HIDDEN;
+void ftr_ctlsig_close(void) FTR_HIDDEN;
 void ftr_orphan_watch(void) FTR_HIDDEN;        /* main called pthread_exit(): watch for the end */
 extern int ftr_main_pthread_exited FTR_HIDDEN; /* unwind.c: main left by pthread_exit() */
 void ftr_child_after_fork(void) FTR_HIDDEN;    /* a fork child traces on, as its own process */

@@ -774,6 +774,13 @@ def check_walk(r):
     assert took == 3, "%d threads ran checkin, want 3: %r" % (took, trees)
 
 
+def check_walkexit(r):
+    """threads-walkexit: the walker walked (its output, compared with the untraced run's, says
+    that every thread checked in, the tracer's included)"""
+    trees = r.trees()
+    assert any(t.get("walker;walk_all") == 1 for t in trees), trees
+
+
 def renamed(check, pattern, name):
     """check on trees whose function names matching pattern are replaced by name."""
     def fix(path):
@@ -827,6 +834,8 @@ CASES = {
     "threads-names": Case("bthreads.c", ["names"], check_names, env={"FTRACE_BUFSIZE": "4"}),
     # the tracer's own threads answer a thread walker's signals (the output says so)
     "threads-walk": Case("bthreads.c", ["walk"], check_walk),
+    # ... and so does the one that watches for the end after main's pthread_exit()
+    "threads-walkexit": Case("bthreads.c", ["walkexit"], check_walkexit),
     "threads-detached": Case("bthreads.c", ["detached"], exact(
         [{"main": 1, "main;detached": 1}] + [worker_tree(5)] * 20)),
     "threads-exit": Case("bthreads.c", ["exit"], exact(

@@ -39,6 +39,10 @@
  *             the handler (checkin). Prints "walk: every thread checked in" or how many never
  *             did (a thread of the tracer that blocks every signal never does). trees: main
  *             {main, main;walk, main;walk;checkin?}: only main's own tree is checked
+ *   walkexit  the same walk, by a thread of the program after main called pthread_exit(): 2
+ *             waiters, and the walker skips the ended main thread (a zombie in the list). The
+ *             tracer's thread that watches for the program's end once main has gone must check
+ *             in too. trees: only the walker's {walker, walker;walk_all} is checked
  runs the mode under nice(5) first (a niced process whose main
  * thread had exited never ended: the tracer read the nice value as its thread count).
  */
@@ -288,6 +292,59 @@ NOINLINE int walk(void)
     return 0;
 }
 
+/* Is thread tid of this process a zombie (a main thread that called pthread_exit())? */
+static int zombie(int tid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+NOINLINE int walk_all(void)
+{
+    int sent = 0, me = (int)syscall(SYS_gettid);
+    DIR *d = opendir("/proc/self/task");
+    for (struct dirent *e; d && (e = readdir(d));) {
+        int tid = atoi(e->d_name);
+        if (tid > 0 && tid != me && !zombie(tid) &&
+            syscall(SYS_tgkill, getpid(), tid, SIGUSR1) == 0)
+            sent++;
+    }
+    if (d) closedir(d);
+    for (int i = 0; i < 3000 && atomic_load(&checked_in) < sent; i++)
+        usleep(1000);
+    return sent - atomic_load(&checked_in);
+}
+
+NOINLINE void *walker(void *arg)
+{
+    (void)arg;
+    usleep(50000); /* main has called pthread_exit() */
+    int missing = walk_all();
+    if (missing)
+        printf("walk: %d thread%s never checked in\n", missing, missing == 1 ? "" : "s");
+    else
+        printf("walk: every thread checked in\n");
+    fflush(stdout);
+    atomic_store(&walk_done, 1);
+    return NULL;
+}
+
+static int walkexit(void)
+{
+    signal(SIGUSR1, checkin);
+    pthread_t t[3];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, walk_waiter, NULL);
+    pthread_create(&t[2], NULL, walker, NULL);
+    pthread_exit(NULL);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -309,8 +366,11 @@ int main(int argc, char **argv)
         rc = names();
     else if (!strcmp(mode, "walk"))
         rc = walk();
+    else if (!strcmp(mode, "walkexit"))
+        rc = walkexit();
     else
-        fprintf(stderr, "usage: bthreads many|detached|churn|exit|mainexit|sysexit|names|walk\n");
+        fprintf(stderr,
+                "usage: bthreads many|detached|churn|exit|mainexit|sysexit|names|walk|walkexit\n");
     KEEP(rc);
     return rc;
 }
