@@ -34,10 +34,11 @@
  *             {worker, worker;work, worker;work;leaf 3000}; names "self-2" and "renamed-b"
  *             (--info), main's "bthreads"
  *   walk      a thread walker (a dumper, a stop-the-world collector): 3 threads wait in
- *             waiter -> pause-like sleeps; main -> walk sends SIGUSR1 to every other thread of
- *             /proc/self/task with tgkill() and waits (3 s at most) for each to check in from
- *             the handler (checkin). Prints "walk: every thread checked in" or how many never
- *             did (a thread of the tracer that blocks every signal never does). trees: main
+ *             waiter -> pause-like sleeps; main -> walk -> walk_all sends SIGUSR1 to every
+ *             other live thread of /proc/self/task with tgkill() and waits (3 s at most) for
+ *             each to check in from the handler (checkin). Prints "walk: every thread checked
+ *             in" or how many never did (a thread of the tracer that blocks every signal never
+ *             does). trees: main
  *             {main, main;walk, main;walk;checkin?}: only main's own tree is checked
  *   walkexit  the same walk, by a thread of the program after main called pthread_exit(): 2
  *             waiters, and the walker skips the ended main thread (a zombie in the list). The
@@ -263,35 +264,6 @@ static void *walk_waiter(void *arg)
         usleep(1000);
     return NULL;
 }
-NOINLINE int walk(void)
-{
-    signal(SIGUSR1, checkin);
-    pthread_t t[3];
-    for (int i = 0; i < 3; i++)
-        pthread_create(&t[i], NULL, walk_waiter, NULL);
-    usleep(20000);
-    int sent = 0;
-    DIR *d = opendir("/proc/self/task");
-    for (struct dirent *e; d && (e = readdir(d));) {
-        int tid = atoi(e->d_name);
-        if (tid > 0 && tid != (int)syscall(SYS_gettid) &&
-            syscall(SYS_tgkill, getpid(), tid, SIGUSR1) == 0)
-            sent++;
-    }
-    if (d) closedir(d);
-    for (int i = 0; i < 3000 && atomic_load(&checked_in) < sent; i++)
-        usleep(1000);
-    int missing = sent - atomic_load(&checked_in);
-    if (missing)
-        printf("walk: %d thread%s never checked in\n", missing, missing == 1 ? "" : "s");
-    else
-        printf("walk: every thread checked in\n");
-    atomic_store(&walk_done, 1);
-    for (int i = 0; i < 3; i++)
-        pthread_join(t[i], NULL);
-    return 0;
-}
-
 /* Is thread tid of this process a zombie (a main thread that called pthread_exit())? */
 static int zombie(int tid)
 {
@@ -321,16 +293,34 @@ NOINLINE int walk_all(void)
     return sent - atomic_load(&checked_in);
 }
 
-NOINLINE void *walker(void *arg)
+static void say(int missing)
 {
-    (void)arg;
-    usleep(50000); /* main has called pthread_exit() */
-    int missing = walk_all();
     if (missing)
         printf("walk: %d thread%s never checked in\n", missing, missing == 1 ? "" : "s");
     else
         printf("walk: every thread checked in\n");
     fflush(stdout);
+}
+
+NOINLINE int walk(void)
+{
+    signal(SIGUSR1, checkin);
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++)
+        pthread_create(&t[i], NULL, walk_waiter, NULL);
+    usleep(20000);
+    say(walk_all());
+    atomic_store(&walk_done, 1);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    return 0;
+}
+
+NOINLINE void *walker(void *arg)
+{
+    (void)arg;
+    usleep(50000); /* main has called pthread_exit() */
+    say(walk_all());
     atomic_store(&walk_done, 1);
     return NULL;
 }
