@@ -72,7 +72,7 @@ live_long=own_rt_handler,own_sigtrap
 live_short=sigblock_dlopen,zombie_main,replaced_exe,gprof_sleep
 live_sleep=ctl_sleepers,hung_start
 live_masks=sigblock_dlopen_raw,trap_mask
-session_cases=daemon,plain,reexec,execenv,spawnenv
+session_cases=daemon,plain,children,reexec,execenv,spawnenv
 left() { # what the suites leave of RUNS (the suites run a case $1 times each), over $2 drivers
   local n=$(((runs - $1 * suites + $2 - 1) / $2))
   echo $((n < 1 ? 1 : n))
