@@ -41,6 +41,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -92,7 +93,11 @@ static uint32_t finished_writer;
  * id, once it is on the handshake's ignored list. */
 static atomic_uint park_gen;
 static atomic_int park_tid;
-static int parked;      /* such a thread waits (under start_lock) */
+static int parked; /* such a thread waits (under start_lock) */
+/* It waits in poll(), so that it can take a signal sent to it alone (a thread walker's:
+ * ctlsig.c), on an eventfd in the program's table (guarded) that says the image began: written
+ * by the recorder (it has it from the child's HELLO) or by the child's writer thread. */
+static int park_efd = -1;
 static int self_unpark; /* it starts itself (under start_lock) */
 static int park_err;    /* it could not be made (an errno value): the child has no server */
 
@@ -449,6 +454,7 @@ static unsigned wait_unparked(void)
 {
     struct ftr_region_hdr *h = ftr_region_header();
     unsigned me;
+    int sig_fd = ftr_ctlsig_open(1);
     while (!(me = atomic_load(&park_gen))) {
         if (h && atomic_load(&h->news) && ftr_recorder_on()) {
             pthread_mutex_lock(&start_lock);
@@ -460,15 +466,26 @@ static unsigned wait_unparked(void)
             }
             me = atomic_load(&park_gen);
             pthread_mutex_unlock(&start_lock);
-            return me; /* 0: it could not start, or the image ended first */
+            break; /* 0: it could not start, or the image ended first */
         }
-        if (h && ftr_recorder_on()) {
+        struct pollfd p[2] = {
+            {.fd = ftr_ctlsig_fd(), .events = POLLIN},
+            {.fd = __atomic_load_n(&park_efd, __ATOMIC_RELAXED), .events = POLLIN}};
+        if (sig_fd < 0 || p[1].fd < 0) { /* no descriptors: the futexes, as before */
             struct timespec ts = {1, 0};
-            syscall(SYS_futex, &h->news, FUTEX_WAIT, 0, &ts, NULL, 0);
-        } else {
-            syscall(SYS_futex, &park_gen, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+            if (h && ftr_recorder_on())
+                syscall(SYS_futex, &h->news, FUTEX_WAIT, 0, &ts, NULL, 0);
+            else
+                syscall(SYS_futex, &park_gen, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+            continue;
         }
+        int r = poll(p, 2, 1000);
+        if (r > 0 && (p[0].revents & POLLIN)) ftr_ctlsig_take();
+        if (r == 0) ftr_ctlsig_refresh();
     }
+    /* the server goes on in a descriptor table of its own: these stay in the program's */
+    ftr_ctlsig_close();
+    ftr_control_child_wake_fd(-1);
     return me;
 }
 
@@ -614,6 +631,7 @@ static void start_server(void)
         atomic_store(&park_gen, me);
         syscall(SYS_futex, &park_gen, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
         if (self_unpark) return; /* the caller is that thread: it binds next */
+        ftr_control_wake_parked();
     } else if (!rc)
         rc = ftr_create_own_thread(&th, 1, server_main, (void *)(uintptr_t)me);
     if (rc) {
@@ -701,12 +719,41 @@ void ftr_control_child_fork(int park)
     atomic_store(&park_tid, 0);
     parked = park_err = 0;
     pthread_t th;
-    if (!park) return;
+    if (!park) {
+        ftr_control_child_wake_fd(-1); /* the parent's, if any: not this child's */
+        return;
+    }
     /* if it cannot, the child's writer says so when the child records, and makes none: it
      * would call the program's allocator while the program runs */
     if ((park_err = ftr_create_own_thread(&th, 1, server_main, NULL)) != 0) return;
     parked = 1;
     wait_set(&park_tid); /* until it is on the handshake's ignored list */
+}
+
+int ftr_control_child_wake_fd(int make)
+{
+    if (make < 0) { /* closed under the guard's lock: the number is ours until then */
+        ftr_fd_lock();
+        if (park_efd >= 0) syscall(SYS_close, park_efd);
+        park_efd = -1;
+        ftr_fd_unlock();
+        ftr_fd_unprotect(&park_efd);
+        return -1;
+    }
+    if (park_efd < 0 && make) {
+        park_efd = ftr_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+        if (park_efd >= 0) ftr_fd_protect(&park_efd);
+    }
+    return park_efd;
+}
+
+void ftr_control_wake_parked(void)
+{
+    uint64_t one = 1;
+    ftr_fd_lock(); /* the number stays ours while it is written */
+    if (park_efd >= 0 && write(park_efd, &one, sizeof one) < 0) {
+    }
+    ftr_fd_unlock();
 }
 
 __attribute__((constructor)) static void control_init(void)

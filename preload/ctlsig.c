@@ -108,10 +108,11 @@ void ftr_ctlsig_close(void)
 {
     int *vars[2] = {&sig_fd, &status_fd};
     for (int i = 0; i < 2; i++) {
-        if (*vars[i] < 0) continue;
-        if (shared) ftr_fd_unprotect(vars[i]);
-        syscall(SYS_close, *vars[i]);
+        lock(); /* closed under the guard's lock: the number is ours until then */
+        if (*vars[i] >= 0) syscall(SYS_close, *vars[i]);
         *vars[i] = -1;
+        unlock();
+        if (shared) ftr_fd_unprotect(vars[i]);
     }
 }
 

@@ -442,11 +442,13 @@ void ftr_child_after_fork(void)
     ftr_stw_forget_ignored();
     ftr_reopen_frames();
     ftr_writer_lazy_child(describe_child);
+    ftr_control_child_wake_fd(1); /* for the HELLO: it wakes the parked server */
     char err[256];
     if (ftr_writer_start(err, sizeof err) < 0) {
         atomic_store(&ftr_hot.recording, 0);
         atomic_store(&ended, 1);
         ftr_output_release();
+        ftr_control_child_wake_fd(-1);
         return;
     }
     if (ftr_writer_tid) ftr_stw_ignore((int)ftr_writer_tid);

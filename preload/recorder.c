@@ -127,6 +127,7 @@ struct image {
     struct ftr_msg_hello h;
     char *strings; /* argv, then exe */
     int memfd, pidfd;
+    int wake_fd;          /* a fork child's: written once the image begins (its parked server) */
     uint32_t refs;        /* the thread's, and the watcher's while it polls the pidfd */
     struct image *before; /* the previous image of the same pid: it ends first */
     atomic_int gone;      /* the process is gone (pidfd) */
@@ -168,6 +169,7 @@ static void image_unref(struct image *im)
     if (im->hdr) munmap(im->hdr, FTR_REGION_HDR);
     if (im->memfd >= 0) close(im->memfd);
     if (im->pidfd >= 0) close(im->pidfd);
+    if (im->wake_fd >= 0) close(im->wake_fd);
     ftr_buf_free(&im->first);
     free(im->strings);
     free(im);
@@ -379,6 +381,9 @@ static void run_image(struct image *im)
                 begun = 1;
                 atomic_store(&h->news, 1);
                 syscall(SYS_futex, &h->news, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+                uint64_t one = 1;
+                if (im->wake_fd >= 0 && write(im->wake_fd, &one, sizeof one) < 0) {
+                } /* a full counter (it cannot be) or a closed eventfd: the futex said it */
             }
         }
         if (begun) {
@@ -495,12 +500,13 @@ static int dispatch(struct image *im)
 
 /* A HELLO read whole: the image starts, on a worker thread. Under no lock. */
 static struct image *start_image(const struct ftr_msg_hello *hh, const uint8_t *strings,
-                                 size_t slen, int memfd)
+                                 size_t slen, int memfd, int wake_fd)
 {
     struct image *im = calloc(1, sizeof *im);
     if (!im) return NULL;
     im->h = *hh;
     im->memfd = memfd;
+    im->wake_fd = wake_fd;
     im->pidfd = (int)syscall(SYS_pidfd_open, hh->pid, 0);
     if (im->pidfd < 0 && errno == ESRCH) atomic_store(&im->gone, 1); /* over already */
     im->strings = malloc(slen + 1);
@@ -515,6 +521,7 @@ static struct image *start_image(const struct ftr_msg_hello *hh, const uint8_t *
         im->nsegs = (size_t)(im->hdr->meta_off - FTR_REGION_HDR) / im->seg_bytes + 1;
     }
     if (!im->nsegs || !im->strings) {
+        im->memfd = im->wake_fd = -1; /* still the connection's, which closes them */
         im->refs = 1;
         image_unref(im);
         return NULL;
@@ -555,9 +562,9 @@ static struct image *start_image(const struct ftr_msg_hello *hh, const uint8_t *
 /* ---- the HELLOs ---- */
 
 struct conn {
-    int fd, memfd;
-    uint64_t since;    /* accepted then: a HELLO not whole within seconds is dropped */
-    struct ftr_buf in; /* the HELLO so far */
+    int fd, memfd, wake_fd; /* the HELLO's descriptors: its region, a fork child's eventfd */
+    uint64_t since;         /* accepted then: a HELLO not whole within seconds is dropped */
+    struct ftr_buf in;      /* the HELLO so far */
 };
 
 /* Reads what c has sent. @return 0 (more to come), 1 (done: close it) */
@@ -581,8 +588,12 @@ static int on_readable(struct conn *c)
                 size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
                 memcpy(fds, CMSG_DATA(cm), k * sizeof(int));
                 for (size_t i = 0; i < k; i++) {
-                    if (c->memfd >= 0) close(c->memfd);
-                    c->memfd = fds[i];
+                    int *to = i == 0 ? &c->memfd : i == 1 ? &c->wake_fd : NULL;
+                    if (to && *to >= 0) close(*to);
+                    if (to)
+                        *to = fds[i];
+                    else
+                        close(fds[i]);
                 }
             }
         if (n == 0 || ftr_buf_append(&c->in, buf, (size_t)n) != FTR_OK) return 1;
@@ -591,7 +602,8 @@ static int on_readable(struct conn *c)
         memcpy(&hh, c->in.data, sizeof hh);
         if (hh.size > HELLO_MAX || hh.size < sizeof hh) return 1;
         if (c->in.len < hh.size) continue;
-        if (start_image(&hh, c->in.data + sizeof hh, hh.size - sizeof hh, c->memfd)) c->memfd = -1;
+        if (start_image(&hh, c->in.data + sizeof hh, hh.size - sizeof hh, c->memfd, c->wake_fd))
+            c->memfd = c->wake_fd = -1;
         return 1;
     }
 }
@@ -600,6 +612,7 @@ static void conn_close(struct conn *c)
 {
     close(c->fd);
     if (c->memfd >= 0) close(c->memfd);
+    if (c->wake_fd >= 0) close(c->wake_fd);
     ftr_buf_free(&c->in);
 }
 
@@ -702,7 +715,7 @@ void ftr_recorder_main(int lfd, int trace_fd, uint32_t pid)
                 close(fd);
                 continue;
             }
-            struct conn c = {.fd = fd, .memfd = -1, .since = now};
+            struct conn c = {.fd = fd, .memfd = -1, .wake_fd = -1, .since = now};
             /* those that connected before it are read first: a parent's HELLO, still coming in
              * pieces, is whole before its fork child's (whose modules and lock are the
              * parent's until then) */

@@ -105,18 +105,23 @@ static int hello(const char *name)
         .flush_ms = ftr_cfg.flush_ms,
         .chunk_nrec = (uint32_t)(ftr_cfg.chunk_bytes / sizeof(struct ftr_rec)),
         .argc = ftr_process.argc};
+    /* the memfd, then (a fork child's) the eventfd that wakes its parked server on news */
+    int fds[2] = {memfd, parent_pid ? ftr_control_child_wake_fd(0) : -1};
+    size_t nfds = fds[1] >= 0 ? 2 : 1;
     union {
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(2 * sizeof(int))];
         struct cmsghdr align;
     } u;
     struct iovec iov = {&h, sizeof h};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = u.buf,
+                        .msg_controllen = CMSG_SPACE(nfds * sizeof(int))};
     struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &memfd, sizeof memfd);
+    cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+    memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
     ssize_t k = -1;
     if (rc == 0)
         while ((k = sendmsg(fd, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)

@@ -836,6 +836,9 @@ CASES = {
     "threads-walk": Case("bthreads.c", ["walk"], check_walk),
     # ... and so does the one that watches for the end after main's pthread_exit()
     "threads-walkexit": Case("bthreads.c", ["walkexit"], check_walkexit),
+    # ... and the parked server of a fork child that records nothing
+    "threads-forkwalk": Case("bthreads.c", ["forkwalk"], exact([{"main": 1}]),
+                             env={"FTRACE_FILTER": "main", "FTRACE_LIBCALL": "0"}),
     "threads-detached": Case("bthreads.c", ["detached"], exact(
         [{"main": 1, "main;detached": 1}] + [worker_tree(5)] * 20)),
     "threads-exit": Case("bthreads.c", ["exit"], exact(

@@ -40,6 +40,10 @@
  *             in" or how many never did (a thread of the tracer that blocks every signal never
  *             does). trees: main
  *             {main, main;walk, main;walk;checkin?}: only main's own tree is checked
+ *   forkwalk  the same walk in a fork child that records nothing (run with a filter that
+ *             leaves it no function, and no library calls): the tracer's thread there waits,
+ *             parked, for the child's first record, and must check in all the same. The
+ *             parent waits for the child. trees: the parent's {main} only
  *   walkexit  the same walk, by a thread of the program after main called pthread_exit(): 2
  *             waiters, and the walker skips the ended main thread (a zombie in the list). The
  *             tracer's thread that watches for the program's end once main has gone must check
@@ -60,6 +64,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "behave.h"
 
@@ -325,6 +330,19 @@ NOINLINE void *walker(void *arg)
     return NULL;
 }
 
+static int forkwalk(void)
+{
+    signal(SIGUSR1, checkin);
+    fflush(stdout);
+    pid_t p = fork();
+    if (p == 0) {
+        say(walk_all());
+        _exit(0);
+    }
+    int st = 0;
+    return p > 0 && waitpid(p, &st, 0) == p && WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+
 static int walkexit(void)
 {
     signal(SIGUSR1, checkin);
@@ -358,9 +376,11 @@ int main(int argc, char **argv)
         rc = walk();
     else if (!strcmp(mode, "walkexit"))
         rc = walkexit();
+    else if (!strcmp(mode, "forkwalk"))
+        rc = forkwalk();
     else
-        fprintf(stderr,
-                "usage: bthreads many|detached|churn|exit|mainexit|sysexit|names|walk|walkexit\n");
+        fprintf(stderr, "usage: bthreads "
+                        "many|detached|churn|exit|mainexit|sysexit|names|walk|walkexit|forkwalk\n");
     KEEP(rc);
     return rc;
 }
