@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A run's processes as a whole (progs/bsession.c, issue 29 items 8 and 10):
 
-  daemon     a daemon's child still writes after ftrace-run returned: ftrace-report says so in
-             one line naming the child (not its parent, whose END is written), and with --wait
-             shows all the child's calls; a plain program's report says nothing of the kind
+  daemon     a daemon's child still writes after ftrace-run returned (it waits for the test's
+             word): ftrace-report says so in one line naming the child (not its parent, whose
+             END is written), and with --wait shows all the child's calls; a plain program's
+             report says nothing of the kind
   children   24 fork children at once that _exit, exit(i) or are killed by SIGKILL, all waited
              for: the report right after ftrace-run says nothing of writers and has every
              child's calls and how it ended (a fork child does not wait for its END's writing;
@@ -86,6 +87,7 @@ def case_daemon(exe, cwd, rr, rb):
         child = int(f.read())
     want = "ftrace-report: %s %s %d: the report may lack its end; --wait waits for it" % (
         trace, STILL, child)
+    open(os.path.join(cwd, "bs_daemon.go"), "w").close()  # the child goes on, and ends
     assert rep.returncode == 0 and want in rep.stderr.splitlines(), \
         "report right after ftrace-run (%d): stderr %r, want the line %r" % (
             rep.returncode, rep.stderr, want)

@@ -1,8 +1,10 @@
 /* bsession: a run's processes as the session sees them (session_tests.py). usage: bsession MODE
  *   daemon        main -> fork(): the parent writes the child's pid to bs_daemon.pid and returns
- *                 at once; the child (its own session, stdio on /dev/null) calls tick() 30
- *                 times, 10 ms apart, and exits: the file is still being written after
- *                 ftrace-run returned. Trees: parent {main}, child: tick 30 below main.
+ *                 at once; the child (its own session, stdio on /dev/null) waits for the file
+ *                 bs_daemon.go (the test makes it once it has looked at the trace: 60 s at
+ *                 most), then calls tick() 30 times, 10 ms apart, and exits: the file is still
+ *                 being written after ftrace-run returned, however long that took. Trees:
+ *                 parent {main}, child: tick 30 below main.
  *   plain         main -> tick x 3.
  *   children      main -> 24 fork children at once, each child_work x 20000 and then, by its
  *                 number i: _exit(0), exit(i), or SIGKILL to itself; all waited for, then the
@@ -70,6 +72,8 @@ static int daemon_mode(void)
     dup2(fd, 0);
     dup2(fd, 1);
     dup2(fd, 2);
+    for (int i = 0; i < 6000 && access("bs_daemon.go", F_OK) != 0; i++)
+        nap_ms(10);
     for (int i = 0; i < 30; i++) {
         tick();
         nap_ms(10);
