@@ -93,9 +93,10 @@ int ftr_ctlsig_open(int in_program_table)
     sigset_t none;
     sigemptyset(&none);
     shared = in_program_table;
-    own(open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC), &status_fd);
     own(signalfd(-1, &none, SFD_CLOEXEC | SFD_NONBLOCK), &sig_fd);
-    if (sig_fd >= 0) ftr_ctlsig_refresh();
+    /* every signal to start with: the status file is read (and opened) at the first wake-up,
+     * not here (a fork child's parked server would pay for it at every fork) */
+    if (sig_fd >= 0) set_mask(sig_fd, 0);
     return sig_fd;
 }
 
@@ -116,9 +117,16 @@ void ftr_ctlsig_close(void)
     }
 }
 
+/* /proc/thread-self/status, opened at first use (not under lock(): the guard's own) */
+static void status_open(void)
+{
+    if (status_fd < 0) own(open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC), &status_fd);
+}
+
 void ftr_ctlsig_refresh(void)
 {
     uint64_t mine, shared_pnd;
+    status_open();
     lock();
     if (sig_fd >= 0 && pending(&mine, &shared_pnd) == 0) set_mask(sig_fd, shared_pnd & ~mine);
     unlock();
@@ -178,6 +186,7 @@ static void act(int sig, const struct signalfd_siginfo *ssi)
 void ftr_ctlsig_take(void)
 {
     uint64_t mine, shared_pnd;
+    status_open();
     lock();
     int got = sig_fd >= 0 && pending(&mine, &shared_pnd) == 0;
     unlock();

@@ -52,8 +52,9 @@ void ftr_recorder_meta(const struct ftr_buf *chunks) __attribute__((visibility("
  * summary line (which wants the recorder's counts), wait (bounded) for the recorder to have
  * written everything and the END. Otherwise (a fork child, a program it ran) the recorder
  * finishes on its own: the records are in the region, and it holds the process's lock in the
- * file until the END is written (ftrace-run waits for those of processes gone). @return 1 if
- * it waited and the recorder did. */
+ * file until the END is written, and the session's first process hears of its own END only
+ * once those of the processes gone are written (recorder.c). @return 1 if it waited and the
+ * recorder did. */
 int ftr_recorder_end(const struct ftr_end_info *end, int from_signal)
     __attribute__((visibility("hidden")));
 /* fork(): counted in the region (the prepare handler, under the metadata lock); in the child,
