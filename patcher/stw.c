@@ -70,8 +70,11 @@ static atomic_int ntids; /* published before the signal is sent: the handler sca
 /* Our own threads, which never run patched code. Added to from any thread (the constructor
  * adds the writer while the control server adds itself): a slot is claimed with one atomic
  * add, then filled (a claimed slot still 0 matches no thread for that moment). */
-static _Atomic pid_t ignored[MAX_IGNORED];
-static atomic_int nignored;
+/* Forgotten in a fork child: on the preload's fork page (preload/forkpage.h), like the rest of
+ * what a fork writes. */
+#define FORK_PAGE __attribute__((section("ftr_fork_page")))
+static _Atomic pid_t ignored[MAX_IGNORED] FORK_PAGE;
+static atomic_int nignored FORK_PAGE;
 
 /* While threads are parked, one of them may hold a libc lock (malloc's, stdio's): from the
  * first signal on, this file uses system calls and stack buffers only. */

@@ -15,6 +15,7 @@
  * lists and starts afresh: the blocks already handed out stay valid, at worst a few leak.
  */
 #define _GNU_SOURCE
+#include "forkpage.h"
 #include "alloc.h"
 
 #include <errno.h>
@@ -47,7 +48,8 @@ struct free_block {
     struct free_block *next;
 };
 
-static atomic_int heap_lock;
+/* the fork page's first variable (alloc.c is linked first): the page starts here */
+static atomic_int heap_lock FTR_FORK_PAGE __attribute__((aligned(4096)));
 static struct free_block *free_list[NCLASSES];
 static char *arena_pos, *arena_end;
 

@@ -49,6 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "forkpage.h"
 #include "ftr_env.h"
 #include "ftr_patcher.h"
 #include "recorder.h"
@@ -62,16 +63,16 @@
 #define CTL_FD_MIN 512    /* our descriptors sit above the program's (like the trace file's) */
 #define CTL_DEPTH_MAX 1000000u
 
-static atomic_int requested; /* a server is to be started (at start, in a child) */
-static atomic_int stopping;  /* the image ends: refuse further requests */
+static atomic_int requested FTR_FORK_PAGE; /* a server is to be started (at start, in a child) */
+static atomic_int stopping FTR_FORK_PAGE;  /* the image ends: refuse further requests */
 /* Each server thread serves while gen holds the generation it was started with; starting and
  * stopping one both bump it. serving: the generation of the current server, 0 for none. */
-static atomic_uint gen, serving;
+static atomic_uint gen FTR_FORK_PAGE, serving FTR_FORK_PAGE;
 /* A starting server thread says when its socket file exists (1) or will not (2, also: no start
  * under way): until then start_server() and stop_server() wait, so that an image ending at once
  * (an _exit() right after the start, also in another thread) finds the file to remove instead
  * of leaving it behind. */
-static atomic_int bind_state = 2;
+static atomic_int bind_state FTR_FORK_PAGE = 2;
 /* The server thread's own, numbers in its own descriptor table. Per thread: after an exec that
  * failed, a new server may start while the one stopped at the exec still sleeps in poll(). */
 static __thread int listen_fd __attribute__((tls_model("initial-exec"))) = -1;
@@ -79,11 +80,12 @@ static __thread int conn_fd __attribute__((tls_model("initial-exec"))) = -1;
 static pid_t server_pid;  /* the process that bound sock_path */
 static char ctl_dir[256]; /* ftr_ctl_dir() as the process started (ftrace-ctl reads environ) */
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-static pthread_mutex_t cmd_lock = PTHREAD_MUTEX_INITIALIZER; /* a request being carried out */
+static pthread_mutex_t cmd_lock FTR_FORK_PAGE =
+    PTHREAD_MUTEX_INITIALIZER; /* a request being carried out */
 /* Starting a server and ending the image exclude each other: once ftr_finish ran, the writer
  * thread it stops starts no server (a writer started later, after an exec that failed, may). */
-static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
-static int finished;
+static pthread_mutex_t start_lock FTR_FORK_PAGE = PTHREAD_MUTEX_INITIALIZER;
+static int finished FTR_FORK_PAGE;
 static uint32_t finished_writer;
 /* A fork child's server thread is made in the fork handler, while the child is one thread:
  * glibc's pthread_create() calls the program's calloc() and free() (the new thread's TLS
@@ -91,15 +93,16 @@ static uint32_t finished_writer;
  * child's code runs. It waits, parked, until the child's image begins (most children exec or
  * _exit first). park_gen: 0 while it waits, then the generation it serves; park_tid: its thread
  * id, once it is on the handshake's ignored list. */
-static atomic_uint park_gen;
-static atomic_int park_tid;
-static int parked; /* such a thread waits (under start_lock) */
+static atomic_uint park_gen FTR_FORK_PAGE;
+static atomic_int park_tid FTR_FORK_PAGE;
+static int parked FTR_FORK_PAGE; /* such a thread waits (under start_lock) */
 /* It waits in poll(), so that it can take a signal sent to it alone (a thread walker's:
  * ctlsig.c), on an eventfd in the program's table (guarded) that says the image began: written
  * by the recorder (it has it from the child's HELLO) or by the child's writer thread. */
-static int park_efd = -1;
-static int self_unpark; /* it starts itself (under start_lock) */
-static int park_err;    /* it could not be made (an errno value): the child has no server */
+static int park_efd FTR_FORK_PAGE = -1;
+static int self_unpark FTR_FORK_PAGE; /* it starts itself (under start_lock) */
+static int park_err
+    FTR_FORK_PAGE; /* it could not be made (an errno value): the child has no server */
 
 void ftr_control_start(void)
 {
@@ -572,32 +575,6 @@ static void *server_main(void *arg)
     return NULL; /* the table goes with the thread */
 }
 
-/* The socket directory: created 0700, or else it must be a directory of ours that nobody
- * else can enter. @return 0, or -1 with the reason in why. */
-static int check_dir(char *why, size_t len)
-{
-    struct stat st;
-    if (mkdir(ctl_dir, 0700) < 0 && errno != EEXIST) {
-        snprintf(why, len, "cannot create %s: %s", ctl_dir, strerror(errno));
-        return -1;
-    }
-    if (lstat(ctl_dir, &st) < 0) {
-        snprintf(why, len, "cannot use %s: %s", ctl_dir, strerror(errno));
-        return -1;
-    }
-    if (!S_ISDIR(st.st_mode))
-        snprintf(why, len, "%s is not a directory", ctl_dir);
-    else if (st.st_uid != geteuid())
-        snprintf(why, len, "%s belongs to uid %u, not to uid %u", ctl_dir, (unsigned)st.st_uid,
-                 (unsigned)geteuid());
-    else if (st.st_mode & 077)
-        snprintf(why, len, "%s is open to other users (mode %03o; want 700)", ctl_dir,
-                 (unsigned)(st.st_mode & 0777));
-    else
-        return 0;
-    return -1;
-}
-
 static void stop_server(void);
 
 static void start_server(void)
@@ -605,7 +582,7 @@ static void start_server(void)
     char why[600];
     if (!ctl_dir[0])
         ftr_ctl_dir((unsigned)geteuid(), ctl_dir, sizeof ctl_dir); /* before its ctor */
-    if (check_dir(why, sizeof why) < 0) {
+    if (ftr_ctl_dir_check(ctl_dir, why, sizeof why) < 0) {
         ftr_msg("control: %s; refusing to listen for ftrace-ctl", why);
         return;
     }

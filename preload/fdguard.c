@@ -30,11 +30,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "forkpage.h"
 #include "tracer.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
-static pthread_mutex_t fd_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t fd_lock FTR_FORK_PAGE = PTHREAD_MUTEX_INITIALIZER;
 
 void ftr_fd_lock(void)
 {

@@ -90,10 +90,13 @@ static inline const char *ftr_env_help(enum ftr_env_id id)
  * Protocol: one request line, answered by text lines and a last line "ok" or
  * "error: <message>". */
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Parses a duration: a number with ns, us, ms or s; a bare number is in microseconds (like the
  * kernel's tracing_thresh). @return 0, or -1 when malformed. */
@@ -127,6 +130,31 @@ static inline void ftr_ctl_dir(unsigned uid, char *buf, size_t len)
         snprintf(buf, len, "%s/ftrace-run", xdg);
     else
         snprintf(buf, len, "/tmp/ftrace-run-%u", uid);
+}
+/* The socket directory dir: created 0700, or else it must be a directory of ours that nobody
+ * else can enter. @return 0, or -1 with the reason in why. */
+static inline int ftr_ctl_dir_check(const char *dir, char *why, size_t len)
+{
+    struct stat st;
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+        snprintf(why, len, "cannot create %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (lstat(dir, &st) < 0) {
+        snprintf(why, len, "cannot use %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode))
+        snprintf(why, len, "%s is not a directory", dir);
+    else if (st.st_uid != geteuid())
+        snprintf(why, len, "%s belongs to uid %u, not to uid %u", dir, (unsigned)st.st_uid,
+                 (unsigned)geteuid());
+    else if (st.st_mode & 077)
+        snprintf(why, len, "%s is open to other users (mode %03o; want 700)", dir,
+                 (unsigned)(st.st_mode & 0777));
+    else
+        return 0;
+    return -1;
 }
 static inline void ftr_ctl_socket_path(unsigned uid, int pid, char *buf, size_t len)
 {

@@ -26,6 +26,7 @@
 
 #include <cpuid.h>
 
+#include "forkpage.h"
 #include "ftr_env.h"
 #include "ftr_patcher.h"
 #include "sigguard.h"
@@ -35,16 +36,16 @@
 #include "tracer.h"
 #include "values.h"
 
-struct ftr_global ftr_g = {.fd = -1};
-struct ftr_hot ftr_hot;
+struct ftr_global ftr_g FTR_FORK_PAGE = {.fd = -1};
+struct ftr_hot ftr_hot FTR_FORK_PAGE;
 struct ftr_config ftr_cfg;
-struct ftr_process_info ftr_process FTR_HIDDEN;
+struct ftr_process_info ftr_process FTR_FORK_PAGE FTR_HIDDEN;
 /* the TSC calibration base (writer.c): the start of this process's first image; a fork child
  * keeps its parent's */
 uint64_t ftr_start_raw_ns FTR_HIDDEN, ftr_start_cal_tsc FTR_HIDDEN;
 static struct ftr_end_info end_info;
-static atomic_int ended;
-int ftr_is_root;
+static atomic_int ended FTR_FORK_PAGE;
+int ftr_is_root FTR_FORK_PAGE;
 static char *argv_copy[256];
 
 void ftr_msg(const char *fmt, ...)
@@ -445,6 +446,7 @@ void ftr_child_after_fork(void)
     ftr_control_child_wake_fd(1); /* for the HELLO: it wakes the parked server */
     char err[256];
     if (ftr_writer_start(err, sizeof err) < 0) {
+        ftr_msg("fork child %u: %s; running untraced", ftr_g.pid, err);
         atomic_store(&ftr_hot.recording, 0);
         atomic_store(&ended, 1);
         ftr_output_release();

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "forkpage.h"
 #include "ftr_patcher.h"
 #include "libcalls.h"
 #include "tracer.h"
@@ -55,7 +56,7 @@ struct mod {
 };
 
 /* dlopen/dlclose/patching; recursive: held across dlopen(), whose constructors may dlopen */
-static pthread_mutex_t mods_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static pthread_mutex_t mods_lock FTR_FORK_PAGE = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static struct mod *mods;
 static size_t nmods;
 static uint32_t next_site = 1, next_module_id;

@@ -36,6 +36,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -617,21 +618,24 @@ static void conn_close(struct conn *c)
 }
 
 /* The recorder leaves nothing of the program's: no descriptor (a pipe's write end kept open
- * would keep its reader waiting), no terminal, no signal of the program's group. */
-static void detach_from_program(int *lfd, int *trace_fd)
+ * would keep its reader waiting), no terminal, no signal of the program's group. keep[0..n):
+ * the descriptors it keeps (-1: none), moved above 2 (their new numbers returned there). */
+static void detach_from_program(int *keep, int n)
 {
-    int l = fcntl(*lfd, F_DUPFD_CLOEXEC, 3), t = fcntl(*trace_fd, F_DUPFD_CLOEXEC, 3);
+    for (int i = 0; i < n; i++)
+        if (keep[i] >= 0) keep[i] = fcntl(keep[i], F_DUPFD_CLOEXEC, 3);
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     for (int i = 0; i < 3 && null >= 0; i++)
         if (null != i) dup3(null, i, 0);
-    int lo = l < t ? l : t, hi = l < t ? t : l;
-    for (int fd = 3; fd < lo; fd++)
-        close(fd);
-    for (int fd = lo + 1; fd < hi; fd++)
-        close(fd);
-    syscall(SYS_close_range, hi + 1, ~0u, 0);
-    *lfd = l, *trace_fd = t;
-    fcntl(l, F_SETFL, O_NONBLOCK);
+    for (unsigned from = 3;;) { /* every other descriptor, the ranges between the kept ones */
+        unsigned next = ~0u;
+        for (int i = 0; i < n; i++)
+            if (keep[i] >= 0 && (unsigned)keep[i] >= from && (unsigned)keep[i] < next)
+                next = (unsigned)keep[i];
+        if (next > from) syscall(SYS_close_range, from, next == ~0u ? ~0u : next - 1, 0);
+        if (next == ~0u) break;
+        from = next + 1;
+    }
     struct sigaction ign = {.sa_handler = SIG_IGN};
     for (int s = 1; s < 32; s++)
         if (s != SIGKILL && s != SIGSTOP && s != SIGSEGV && s != SIGBUS && s != SIGFPE &&
@@ -648,14 +652,14 @@ static void detach_from_program(int *lfd, int *trace_fd)
 
 /* Each live image's pidfd is watched: a process gone wakes its image's thread. @return
  * whether anything of the session is left. */
-static int watch(int lfd, struct conn *conns, size_t nconns)
+static int watch(const int *lfds, struct conn *conns, size_t nconns)
 {
     pthread_mutex_lock(&g_lock);
     size_t nimg = 0;
     for (struct image *im = g_images; im; im = im->next)
         nimg += im->pidfd >= 0 && !atomic_load(&im->gone);
     struct image **imgs = calloc(nimg + 1, sizeof *imgs);
-    struct pollfd *pf = calloc(nimg + nconns + 1, sizeof *pf);
+    struct pollfd *pf = calloc(nimg + nconns + 2, sizeof *pf);
     size_t k = 0;
     for (struct image *im = g_images; im && imgs && pf; im = im->next)
         if (im->pidfd >= 0 && !atomic_load(&im->gone) && k < nimg) {
@@ -667,8 +671,9 @@ static int watch(int lfd, struct conn *conns, size_t nconns)
     if (!imgs || !pf) _exit(1);
     for (size_t i = 0; i < nconns; i++)
         pf[k + i] = (struct pollfd){.fd = conns[i].fd, .events = POLLIN};
-    pf[k + nconns] = (struct pollfd){.fd = lfd, .events = POLLIN};
-    poll(pf, k + nconns + 1, 200);
+    pf[k + nconns] = (struct pollfd){.fd = lfds[0], .events = POLLIN};
+    pf[k + nconns + 1] = (struct pollfd){.fd = lfds[1], .events = POLLIN}; /* -1: none */
+    poll(pf, k + nconns + 2, 200);
     for (size_t i = 0; i < k; i++) {
         if (pf[i].revents && !atomic_exchange(&imgs[i]->gone, 1)) ftr_region_wake(imgs[i]->hdr);
         image_unref(imgs[i]);
@@ -686,10 +691,18 @@ static int watch(int lfd, struct conn *conns, size_t nconns)
     return left;
 }
 
-void ftr_recorder_main(int lfd, int trace_fd, uint32_t pid)
+void ftr_recorder_main(int lfd, int path_lfd, int trace_fd, uint32_t pid)
 {
-    detach_from_program(&lfd, &trace_fd);
-    out_fd = trace_fd;
+    int keep[3] = {lfd, path_lfd, trace_fd};
+    detach_from_program(keep, 3);
+    int lfds[2] = {keep[0], keep[1]};
+    struct sockaddr_un path = {0};
+    socklen_t plen = sizeof path;
+    if (lfds[1] >= 0 && getsockname(lfds[1], (struct sockaddr *)&path, &plen) < 0)
+        path.sun_path[0] = 0;
+    for (int i = 0; i < 2; i++)
+        if (lfds[i] >= 0) fcntl(lfds[i], F_SETFL, O_NONBLOCK);
+    out_fd = keep[2];
     first_pid = pid;
     first_until = mono_ms() + HOLD_FIRST_MS;
     if ((holds = calloc(16, sizeof *holds))) {
@@ -700,46 +713,51 @@ void ftr_recorder_main(int lfd, int trace_fd, uint32_t pid)
     size_t nconns = 0, cap = 0;
     uid_t me = getuid();
     for (;;) {
-        int left = watch(lfd, conns, nconns);
+        int left = watch(lfds, conns, nconns);
         uint64_t now = mono_ms();
         for (size_t i = nconns; i-- > 0;)
             if (on_readable(&conns[i]) || now - conns[i].since > 5000) {
                 conn_close(&conns[i]);
                 conns[i] = conns[--nconns];
             }
-        for (int fd; (fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0;) {
-            struct ucred cr;
-            socklen_t cl = sizeof cr;
-            if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
-                (cr.uid != me && cr.uid != 0)) {
-                close(fd);
-                continue;
-            }
-            struct conn c = {.fd = fd, .memfd = -1, .wake_fd = -1, .since = now};
-            /* those that connected before it are read first: a parent's HELLO, still coming in
-             * pieces, is whole before its fork child's (whose modules and lock are the
-             * parent's until then) */
-            for (size_t i = nconns; i-- > 0;)
-                if (on_readable(&conns[i])) {
-                    conn_close(&conns[i]);
-                    conns[i] = conns[--nconns];
+        for (int w = 0, fd; w < 2; w++)
+            while (lfds[w] >= 0 &&
+                   (fd = accept4(lfds[w], NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+                struct ucred cr;
+                socklen_t cl = sizeof cr;
+                if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
+                    (cr.uid != me && cr.uid != 0)) {
+                    close(fd);
+                    continue;
                 }
-            if (on_readable(&c)) {
-                conn_close(&c);
-                continue;
-            }
-            if (nconns == cap) {
-                size_t nc = cap ? cap * 2 : 16;
-                struct conn *p = realloc(conns, nc * sizeof *p);
-                if (!p) {
+                struct conn c = {.fd = fd, .memfd = -1, .wake_fd = -1, .since = now};
+                /* those that connected before it are read first: a parent's HELLO, still
+                 * coming in pieces, is whole before its fork child's (whose modules and lock
+                 * are the parent's until then) */
+                for (size_t i = nconns; i-- > 0;)
+                    if (on_readable(&conns[i])) {
+                        conn_close(&conns[i]);
+                        conns[i] = conns[--nconns];
+                    }
+                if (on_readable(&c)) {
                     conn_close(&c);
                     continue;
                 }
-                conns = p, cap = nc;
+                if (nconns == cap) {
+                    size_t nc = cap ? cap * 2 : 16;
+                    struct conn *p = realloc(conns, nc * sizeof *p);
+                    if (!p) {
+                        conn_close(&c);
+                        continue;
+                    }
+                    conns = p, cap = nc;
+                }
+                conns[nconns++] = c;
+                left = 1;
             }
-            conns[nconns++] = c;
-            left = 1;
+        if (!left && !nconns) {
+            if (path.sun_path[0]) unlink(path.sun_path);
+            _exit(0);
         }
-        if (!left && !nconns) _exit(0);
     }
 }

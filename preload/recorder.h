@@ -68,9 +68,11 @@ int ftr_recorder_child_fork(void) __attribute__((visibility("hidden")));
 int ftr_recorder_resume(void) __attribute__((visibility("hidden")));
 
 /* ---- the recorder process (recorder.c) ---- */
-/* Runs the recorder on listening socket lfd, writing through trace_fd (its own open file
- * description, locked for first_pid already). Never returns. */
-void ftr_recorder_main(int lfd, int trace_fd, uint32_t first_pid)
+/* Runs the recorder on listening socket lfd (its abstract name) and path_lfd (its path in the
+ * control directory, for processes in another network namespace; -1: none, else removed when
+ * the recorder ends), writing through trace_fd (its own open file description, locked for
+ * first_pid already). Never returns. */
+void ftr_recorder_main(int lfd, int path_lfd, int trace_fd, uint32_t first_pid)
     __attribute__((visibility("hidden"), noreturn));
 
 #endif

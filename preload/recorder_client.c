@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "forkpage.h"
 #include "ftr_env.h"
 #include "recorder.h"
 #include "region.h"
@@ -31,10 +32,10 @@
 extern struct ftr_process_info ftr_process;
 extern uint64_t ftr_start_raw_ns, ftr_start_cal_tsc;
 
-static int on; /* this image's records go to the recorder */
-static pthread_mutex_t meta_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint32_t parent_pid;                  /* a fork child's HELLO says whose modules it has */
-static uint64_t fork_meta;                   /* ... and how much of that parent's log */
+static int on FTR_FORK_PAGE; /* this image's records go to the recorder */
+static pthread_mutex_t meta_lock FTR_FORK_PAGE = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t parent_pid FTR_FORK_PAGE;    /* a fork child's HELLO says whose modules it has */
+static uint64_t fork_meta FTR_FORK_PAGE;     /* ... and how much of that parent's log */
 static char rec_name[FTR_RECORDER_NAME_MAX]; /* the recorder's socket */
 
 int ftr_recorder_on(void)
@@ -66,20 +67,54 @@ static int send_all(int fd, const void *p, size_t n)
     return 0;
 }
 
+/* The recorder's socket of the file system: <ctl dir>/<name>.sock (0700, ours), which the
+ * recorder listens on beside the abstract name. A process in a network namespace of its own
+ * (unshare(CLONE_NEWNET) before a fork) cannot reach an abstract name, which belongs to the
+ * namespace the recorder started in; a path it reaches. @return 0, -1 (too long) */
+static int recorder_path(const char *name, struct sockaddr_un *sa)
+{
+    char dir[200];
+    ftr_ctl_dir((unsigned)geteuid(), dir, sizeof dir);
+    memset(sa, 0, sizeof *sa);
+    sa->sun_family = AF_UNIX;
+    int n = snprintf(sa->sun_path, sizeof sa->sun_path, "%s/%s.sock", dir, name);
+    return n > 0 && (size_t)n < sizeof sa->sun_path ? 0 : -1;
+}
+
+/* A connection to the recorder at name: its abstract name, or else its path (recorder_path):
+ * found at the image's start, a fork child's may not be computed anew (it reads the
+ * environment the program may be changing). @return the descriptor (above the program's
+ * numbers), -1 */
+static struct sockaddr_un rec_sa_path;
+static int connect_recorder(const char *name)
+{
+    struct sockaddr_un sa;
+    socklen_t alen = abstract_addr(&sa, name);
+    for (int i = 0; i < 2; i++) {
+        if (i == 1 && !rec_sa_path.sun_path[0]) break;
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) return -1;
+        fd = ftr_fd_high(fd);
+        const struct sockaddr *to =
+            i ? (const struct sockaddr *)&rec_sa_path : (const struct sockaddr *)&sa;
+        socklen_t len = i ? (socklen_t)sizeof rec_sa_path : alen;
+        int rc;
+        while ((rc = connect(fd, to, len)) < 0 && errno == EINTR)
+            ;
+        if (rc == 0) return fd;
+        syscall(SYS_close, fd);
+    }
+    return -1;
+}
+
 /* HELLO to the recorder at name, with the region's memfd: a connection of its own, closed
  * after. @return 0, -1 */
 static int hello(const char *name)
 {
     int memfd = ftr_region_fd();
     if (memfd < 0) return -1;
-    struct sockaddr_un sa;
-    socklen_t alen = abstract_addr(&sa, name);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    fd = ftr_fd_high(fd);
-    int rc = -1;
-    while ((rc = connect(fd, (struct sockaddr *)&sa, alen)) < 0 && errno == EINTR)
-        ;
+    int fd = connect_recorder(name);
+    int rc = fd >= 0 ? 0 : -1;
     size_t strings = 0;
     for (uint32_t i = 0; i < ftr_process.argc; i++)
         strings += strlen(ftr_process.argv[i]) + 1;
@@ -130,7 +165,7 @@ static int hello(const char *name)
     for (uint32_t i = 0; !rc && i < ftr_process.argc; i++)
         rc = send_all(fd, ftr_process.argv[i], strlen(ftr_process.argv[i]) + 1);
     if (!rc) rc = send_all(fd, exe, strlen(exe) + 1);
-    syscall(SYS_close, fd);
+    if (fd >= 0) syscall(SYS_close, fd);
     return rc ? -1 : 0;
 }
 
@@ -160,6 +195,17 @@ static int start_recorder(int trace_fd, char *name, size_t len)
         close(lfd);
         return -1;
     }
+    /* its path too, where the directory is ours (without it, no namespace but this one) */
+    struct sockaddr_un psa;
+    char dir[200], why[300];
+    ftr_ctl_dir((unsigned)geteuid(), dir, sizeof dir);
+    int pfd = -1;
+    if (recorder_path(name, &psa) == 0 && ftr_ctl_dir_check(dir, why, sizeof why) == 0 &&
+        (pfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0 &&
+        (bind(pfd, (struct sockaddr *)&psa, sizeof psa) < 0 || listen(pfd, 512) < 0)) {
+        close(pfd);
+        pfd = -1;
+    }
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", trace_fd);
     pid_t mid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, NULL, NULL, 0);
@@ -168,18 +214,24 @@ static int start_recorder(int trace_fd, char *name, size_t len)
         if (own < 0 || ftr_lock_writer(own, ftr_g.pid) < 0) _exit(1);
         setsid();
         pid_t rec = (pid_t)syscall(SYS_clone, SIGCHLD, 0, NULL, NULL, 0);
-        if (rec == 0) ftr_recorder_main(lfd, own, ftr_g.pid);
+        if (rec == 0) ftr_recorder_main(lfd, pfd, own, ftr_g.pid);
         _exit(rec > 0 ? 0 : 1);
     }
     close(lfd);
-    if (mid < 0) return -1;
+    if (pfd >= 0) close(pfd);
+    if (mid < 0) {
+        if (pfd >= 0) unlink(psa.sun_path);
+        return -1;
+    }
     int st = 0;
     while (waitpid(mid, &st, __WALL) < 0)
         if (errno != EINTR) {
             st = errno == ECHILD ? 0 : 1; /* SIGCHLD ignored: reaped by the kernel */
             break;
         }
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
+    if (pfd >= 0) unlink(psa.sun_path); /* no recorder was started to remove it */
+    return -1;
 }
 
 int ftr_recorder_join(int trace_fd)
@@ -193,10 +245,13 @@ int ftr_recorder_join(int trace_fd)
     if (at && !strcmp(at, strchr(mine, '@')) && (size_t)(at - v) < sizeof name) {
         memcpy(name, v, (size_t)(at - v)); /* the session's, and it writes this file */
         name[at - v] = 0;
+        if (recorder_path(name, &rec_sa_path) < 0) rec_sa_path.sun_path[0] = 0;
         joined = hello(name);
     }
     if (joined < 0) {
-        if (start_recorder(trace_fd, name, sizeof name) < 0 || hello(name) < 0) return -1;
+        if (start_recorder(trace_fd, name, sizeof name) < 0) return -1;
+        if (recorder_path(name, &rec_sa_path) < 0) rec_sa_path.sun_path[0] = 0;
+        if (hello(name) < 0) return -1;
         recorder_value(mine, sizeof mine, name, trace_fd);
         ftr_env_session_set(FTR_ENV_RECORDER, mine);
     }

@@ -22,6 +22,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "forkpage.h"
 #include "region.h"
 #include "tracer.h"
 
@@ -35,14 +36,14 @@
 #define LOG_WIN (1u << 20) /* the log is mapped in windows of this */
 #define LOG_WINS (META_MAX / LOG_WIN)
 
-static int region_fd = -1;
+static int region_fd FTR_FORK_PAGE = -1;
 static uint64_t meta_cap;
-static void *_Atomic logwin[LOG_WINS];
+static void *_Atomic logwin[LOG_WINS] FTR_FORK_PAGE;
 static void *log_window(size_t k);
-static struct ftr_region_hdr *hdr; /* the header page (anonymous: a stand-in) */
-static size_t chunk_bytes, stride, seg, max_chunks;
+static struct ftr_region_hdr *hdr FTR_FORK_PAGE; /* the header page (anonymous: a stand-in) */
+static size_t chunk_bytes, stride, seg, max_chunks FTR_FORK_PAGE;
 static void *_Atomic segs[SEGS_MAX];
-static atomic_size_t segs_used; /* 1 + the highest segment mapped */
+static atomic_size_t segs_used FTR_FORK_PAGE; /* 1 + the highest segment mapped */
 
 static size_t page_round(size_t n)
 {

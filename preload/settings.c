@@ -36,6 +36,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "forkpage.h"
 #include "ftr_env.h"
 #include "ftr_filter.h"
 #include "ftr_patcher.h"
@@ -46,7 +47,8 @@
 
 uint8_t *ftr_site_flags;
 
-static pthread_mutex_t settings_lock = PTHREAD_MUTEX_INITIALIZER; /* ftrace-ctl requests */
+static pthread_mutex_t settings_lock FTR_FORK_PAGE =
+    PTHREAD_MUTEX_INITIALIZER; /* ftrace-ctl requests */
 static struct ftr_filter *filter, *graph_fns, *notrace_fns;
 static char *filter_expr, *graph_expr, *notrace_expr;
 static int enabled = 1;

@@ -57,6 +57,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "forkpage.h"
 #include "sigguard.h"
 #include "sigview.h"
 
@@ -119,7 +120,7 @@ static _Atomic int gcount; /* published last by ftr_sigguard_init() */
  * thread would die of the first int3 it met */
 static _Atomic unsigned long gmask = 1ul << (SIGTRAP - 1);
 static void *_Atomic ours_fn[FTR_SIGGUARD_MAX]; /* our handler of each */
-static _Atomic pid_t gpid;                      /* the process they are guarded in (0: not yet) */
+static _Atomic pid_t gpid FTR_FORK_PAGE;        /* the process they are guarded in (0: not yet) */
 static _Atomic unsigned sigintr;                /* bit i: siginterrupt(gsig[i], 1) is in effect */
 static void *_Atomic restorer;                  /* glibc's sa_restorer, as seen in a read-back */
 

@@ -25,6 +25,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "forkpage.h"
 #include "region.h"
 #include "retaddr.h"
 #include "stacks.h"
@@ -41,7 +42,7 @@ enum { REC_FREE = 0, REC_CLAIMED, REC_LIVE, REC_ENDED };
 static struct ftr_thread *_Atomic threads; /* every record ever made (push-only) */
 static struct ftr_chunk **chunk_table;     /* index -> chunk (NORESERVE) */
 static struct ftr_region_hdr *rh;          /* the region's header: the pool, the slots */
-static atomic_uint chunks_allocated;
+static atomic_uint chunks_allocated FTR_FORK_PAGE;
 static pthread_key_t thread_key;
 static int key_direct; /* thread_key may be set from any context */
 static _Atomic uint64_t lost_ended, lost_calls_ended, overruns_ended; /* of threads that ended */

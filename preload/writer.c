@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "forkpage.h"
 #include "drain.h"
 #include "recorder.h"
 #include "region.h"
@@ -33,32 +34,34 @@
 #include "tracer.h"
 
 uint32_t ftr_writer_tid;
-uint32_t ftr_writer_gen; /* moves at every start of the writer (thread or recorder) */
-static int w_rec;        /* this image's records go to the recorder */
-static int w_decided;    /* the constructor chose (the thread or the recorder) */
-static int w_forked;     /* the next start is a fork child's */
+uint32_t ftr_writer_gen;            /* moves at every start of the writer (thread or recorder) */
+static int w_rec FTR_FORK_PAGE;     /* this image's records go to the recorder */
+static int w_decided FTR_FORK_PAGE; /* the constructor chose (the thread or the recorder) */
+static int w_forked FTR_FORK_PAGE;  /* the next start is a fork child's */
 
 static pthread_t writer_thread;
-static pthread_mutex_t w_lock = PTHREAD_MUTEX_INITIALIZER; /* w_meta */
+static pthread_mutex_t w_lock FTR_FORK_PAGE = PTHREAD_MUTEX_INITIALIZER; /* w_meta */
 /* Wake-ups: the region's wake word (chunk.h), bumped, then FUTEX_WAKE. Lock-free and
  * async-signal-safe, so that a traced thread whose chunk is full, a signal handler or _exit()
  * can wake the writer from anywhere. */
 static struct ftr_region_hdr *rh;
-static int w_running;
-static atomic_int w_stop;     /* read outside w_lock too */
-static atomic_int w_sigstop;  /* a fatal signal asks for the final flush (no locks there) */
-static atomic_int w_done;     /* the END chunk is written */
-static struct ftr_buf w_meta; /* pre-encoded metadata chunks waiting to be written */
-static const struct ftr_end_info *w_end; /* set by ftr_writer_stop */
+static int w_running FTR_FORK_PAGE;
+static atomic_int w_stop FTR_FORK_PAGE; /* read outside w_lock too */
+static atomic_int w_sigstop
+    FTR_FORK_PAGE; /* a fatal signal asks for the final flush (no locks there) */
+static atomic_int w_done FTR_FORK_PAGE;     /* the END chunk is written */
+static struct ftr_buf w_meta FTR_FORK_PAGE; /* pre-encoded metadata chunks waiting to be written */
+static const struct ftr_end_info *w_end;    /* set by ftr_writer_stop */
 
-static struct ftr_enc *enc;
-static struct ftr_buf out; /* encoded chunks waiting for write() */
-static struct ftr_drain dr;
-static int write_failed;
-static uint64_t bytes_written, bytes_dropped;
-static int process_written;
+static struct ftr_enc *enc FTR_FORK_PAGE;
+static struct ftr_buf out FTR_FORK_PAGE; /* encoded chunks waiting for write() */
+static struct ftr_drain dr FTR_FORK_PAGE;
+static int write_failed FTR_FORK_PAGE;
+static uint64_t bytes_written FTR_FORK_PAGE, bytes_dropped FTR_FORK_PAGE;
+static int process_written FTR_FORK_PAGE;
 
-static uint64_t end_lost, end_lost_calls; /* events and calls lost, as the END chunk says */
+static uint64_t end_lost FTR_FORK_PAGE,
+    end_lost_calls FTR_FORK_PAGE; /* events and calls lost, as the END chunk says */
 
 uint64_t ftr_writer_end_lost(void)
 {
@@ -129,7 +132,7 @@ void ftr_writer_add_meta(const struct ftr_buf *chunks)
 
 /* A MARK chunk, from the control thread (never from a hook): encoded with an encoder of its
  * own (the writer's is the writer thread's), queued with the metadata. */
-static struct ftr_enc *mark_enc;
+static struct ftr_enc *mark_enc FTR_FORK_PAGE;
 
 void ftr_writer_mark(unsigned what, uint64_t tsc, uint64_t value, const char *text)
 {
@@ -240,7 +243,7 @@ static void write_process_chunk(void)
  * the fork (ftr_reopen_frames); a child that never does (it execs, or _exits, at once) writes
  * nothing at all. Those frames filled its forking thread's chunk up to a slot the region's
  * header keeps (drain.c, ftr_drain_news). */
-static int w_lazy;
+static int w_lazy FTR_FORK_PAGE;
 static void (*lazy_describe)(struct ftr_buf *out); /* MODULE and SITES chunks of every module */
 
 void ftr_writer_lazy_child(void (*describe)(struct ftr_buf *out))
@@ -415,7 +418,9 @@ static int start_recorder(char *err, size_t errlen)
     }
     if (!w_rec) return 0;
     if ((w_forked ? ftr_recorder_child_fork() : ftr_recorder_resume()) == 0) return 1;
-    snprintf(err, errlen, "the recorder process is gone");
+    snprintf(err, errlen,
+             "the session's recorder is gone, or out of reach (a chroot and a "
+             "network namespace of its own?)");
     return -1;
 }
 

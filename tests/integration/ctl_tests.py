@@ -766,6 +766,13 @@ def test_ends(e, exe, a):
                            env=env, capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, "%s: %r" % (how, r.stderr)
         left = os.listdir(os.path.join(xdg, "ftrace-run"))
+        # the recorder's own socket (docs/design.md) goes when the recorder ends, once the
+        # session's last process has: within seconds
+        for _ in range(100):
+            if not [f for f in left if f.startswith("ftrace-rec-")]:
+                break
+            time.sleep(0.05)
+            left = os.listdir(os.path.join(xdg, "ftrace-run"))
         assert not left, "%s: socket files left behind: %s" % (how, left)
 
 

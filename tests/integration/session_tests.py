@@ -16,6 +16,11 @@
   execenv2   of its own; spawned) sees exactly that one, traced as untraced, and is traced
   spawnenv
   dlmopen    a library dlmopen()ed into new namespaces: one line naming it (none under -q)
+  netns      fork children of a process that unshared its network namespace (where the
+             recorder's abstract socket is not): every child's calls, nothing said under -q;
+             after a chroot() too (where the recorder's path is not either), the children
+             untraced and each says so in one line, but not under -q (skipped where
+             unshare(CLONE_NEWNET) is not allowed)
 and, after daemon and plain, the session's recorder process has ended (within 5 s)
 
 in a -pg -mfentry build and a -mnop-mcount build, each run under a timeout.
@@ -223,6 +228,31 @@ def case_dlmopen(exe, cwd, rr, rb, lib):
     assert q.returncode == 0 and not q.stderr, "-q: %r" % q.stderr
 
 
+def case_netns(exe, cwd, rr, rb):
+    untraced = run([exe, "netns"], cwd)
+    if "unavailable" in untraced.stdout:
+        print("skip netns: unshare(CLONE_NEWNET) not allowed here")
+        return
+    trace, calls = quiet_run(exe, cwd, rr, rb, "netns")
+    assert calls.get("child_work") == 3000 and calls.get("tick") == 1, "calls: %s" % calls
+    info = run([rb, "--info", trace], cwd)
+    ends = [line for line in info.stdout.splitlines() if line.startswith("  ended ")]
+    assert len(ends) == 4 and all("exited with status 0" in e for e in ends), "ends: %s" % ends
+    wait_recorder_gone(trace)
+    root = os.path.join(cwd, "root")
+    os.makedirs(root)
+    for quiet in ([], ["-q"]):
+        t = run([rr] + quiet + ["-o", trace, exe, "netns", root], cwd)
+        lines = t.stderr.splitlines()
+        said = [line for line in lines if "running untraced" in line and "fork child" in line]
+        want = 0 if quiet else 3
+        assert t.returncode == 0 and t.stdout == "" and len(said) == want and len(lines) == (
+            want + (0 if quiet else 1)), "chroot%s: %d %r" % (quiet, t.returncode, t.stderr)
+        calls, _ = report_calls(rb, trace, cwd)
+        assert "child_work" not in calls and calls.get("tick") == 1, "calls: %s" % calls
+        wait_recorder_gone(trace)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -247,7 +277,8 @@ def main():
                      ("execenv", env_case("execenv", "A=1\n")),
                      ("execenv2", env_case("execenv2", "A=1\nLD_PRELOAD=libm.so.6\nB=2\n")),
                      ("spawnenv", env_case("spawnenv", "A=1\n")),
-                     ("dlmopen", lambda *x: case_dlmopen(*x, lib))]
+                     ("dlmopen", lambda *x: case_dlmopen(*x, lib)),
+                     ("netns", case_netns)]
             unknown = set(only) - {n for n, _ in cases}
             if unknown:
                 ap.error("no case %s" % ", ".join(sorted(unknown)))

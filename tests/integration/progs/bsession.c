@@ -22,10 +22,16 @@
  *   envchild      prints every entry of environ, one a line, then main -> child_work.
  *   dlmopen LIB   dlmopen(LM_ID_NEWLM, LIB) twice (two namespaces), calls its dl_outer() 5
  *                 times in each; main -> tick.
+ *   netns [DIR]   unshare(CLONE_NEWNET) (prints "netns: unavailable" and returns 0 where it
+ *                 may not), and chroot(DIR) if given, then 3 fork children, each child_work x
+ *                 1000 and _exit(0), all waited for; main -> tick: the children are in a
+ *                 network namespace where the recorder's abstract socket is not (and, with
+ *                 DIR, where its path is not either).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -103,11 +109,36 @@ static int children_mode(void)
     return 0;
 }
 
+static int netns_mode(const char *root)
+{
+    if (unshare(CLONE_NEWNET) != 0 || (root && (chroot(root) != 0 || chdir("/") != 0))) {
+        printf("netns: unavailable\n");
+        return 0;
+    }
+    fflush(stdout);
+    pid_t kids[3];
+    for (int i = 0; i < 3; i++) {
+        if ((kids[i] = fork()) < 0) return 1;
+        if (kids[i] == 0) {
+            for (int k = 0; k < 1000; k++)
+                child_work();
+            _exit(0);
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        int st;
+        if (waitpid(kids[i], &st, 0) != kids[i] || !WIFEXITED(st) || WEXITSTATUS(st)) return 1;
+    }
+    tick();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "daemon")) return daemon_mode();
     if (!strcmp(mode, "children")) return children_mode();
+    if (!strcmp(mode, "netns")) return netns_mode(argc > 2 ? argv[2] : NULL);
     if (!strcmp(mode, "static")) {
         printf("static ran\n");
         return 0;
