@@ -22,6 +22,7 @@
  * when no process of the session is left.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -691,6 +692,33 @@ static int watch(const int *lfds, struct conn *conns, size_t nconns)
     return left;
 }
 
+/* The socket files of processes that are gone, in the control directory where the recorder
+ * listens (path: its own socket's): a process killed by SIGKILL leaves its control socket
+ * ("PID.sock"), a recorder killed so its own ("ftrace-rec-PID-....sock"), and the directory
+ * would grow with every such death. Only what names a pid that no longer exists is removed (a
+ * live process's, or one of a pid in use again, stays); from the recorder, never from the
+ * program's processes. */
+static void sweep_stale(const char *path)
+{
+    char dir[sizeof((struct sockaddr_un *)0)->sun_path];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) return;
+    *slash = 0;
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *de; (de = readdir(d));) {
+        unsigned pid = 0;
+        int end = 0;
+        if ((sscanf(de->d_name, "%u.sock%n", &pid, &end) != 1 &&
+             sscanf(de->d_name, "ftrace-rec-%u-%*x.sock%n", &pid, &end) != 1) ||
+            de->d_name[end] || !end || !pid)
+            continue;
+        if (kill((pid_t)pid, 0) < 0 && errno == ESRCH) unlinkat(dirfd(d), de->d_name, 0);
+    }
+    closedir(d);
+}
+
 void ftr_recorder_main(int lfd, int path_lfd, int trace_fd, uint32_t pid)
 {
     int keep[3] = {lfd, path_lfd, trace_fd};
@@ -702,6 +730,7 @@ void ftr_recorder_main(int lfd, int path_lfd, int trace_fd, uint32_t pid)
         path.sun_path[0] = 0;
     for (int i = 0; i < 2; i++)
         if (lfds[i] >= 0) fcntl(lfds[i], F_SETFL, O_NONBLOCK);
+    if (path.sun_path[0]) sweep_stale(path.sun_path);
     out_fd = keep[2];
     first_pid = pid;
     first_until = mono_ms() + HOLD_FIRST_MS;

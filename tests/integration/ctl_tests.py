@@ -776,6 +776,41 @@ def test_ends(e, exe, a):
         assert not left, "%s: socket files left behind: %s" % (how, left)
 
 
+def test_stale(e, exe, a):
+    """Socket files of processes that are gone (a control socket left by a SIGKILL, a
+    recorder's) are removed by the next session's recorder; a live process's socket, a pid's
+    that does not parse and other files stay."""
+    prog = build_traced(e, "ends", ENDS)
+    xdg = os.path.join(e.work, "xdg-stale")
+    d = os.path.join(xdg, "ftrace-run")
+    os.makedirs(d, mode=0o700)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    names = {"%d.sock" % gone.pid: False, "ftrace-rec-%d-1f2e.sock" % gone.pid: False,
+             "%d.sock" % os.getpid(): True, "x%d.sock" % gone.pid: True, "notes": True}
+    socks = []
+    for n in names:
+        if n == "notes":
+            open(os.path.join(d, n), "w").close()
+            continue
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(os.path.join(d, n))
+        socks.append(s)
+    r = subprocess.run([e.run_bin, "-q", "-o", os.path.join(e.work, "stale.ftr"), prog, "return"],
+                       env=dict(e.env, XDG_RUNTIME_DIR=xdg), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, "traced: %r" % r.stderr
+    for _ in range(100):  # the recorder's own goes when it ends
+        left = set(os.listdir(d))
+        if not [f for f in left if f.startswith("ftrace-rec-") and f not in names]:
+            break
+        time.sleep(0.05)
+    want = {n for n, keep in names.items() if keep}
+    assert left == want, "left %s, want %s" % (sorted(left), sorted(want))
+    for s in socks:
+        s.close()
+
+
 GUEST = r"""
 #define _GNU_SOURCE
 #include <errno.h>
@@ -990,8 +1025,8 @@ def test_hot(e, exe, a):
 
 
 TESTS = [("errors", test_errors), ("protocol", test_protocol), ("phases", test_phases),
-         ("stress", test_stress), ("ends", test_ends), ("guest", test_guest), ("child", test_child),
-         ("hot", test_hot)]
+         ("stress", test_stress), ("ends", test_ends), ("stale", test_stale), ("guest", test_guest),
+         ("child", test_child), ("hot", test_hot)]
 
 
 def main():
