@@ -35,6 +35,7 @@
 #include "ftr_argspec.h"
 #include "ftr_env.h"
 #include "ftr_filter.h"
+#include "readall.h"
 
 #define REQUEST_MAX 4096   /* the server's limit, newline included */
 #define REPLY_MIN_MS 15000 /* a reply may wait for a re-patch */
@@ -125,38 +126,7 @@ static char *read_proc(const char *what, size_t *len)
         snprintf(path, sizeof path, "/proc/%d/task/%d/%s", target_pid, live_tid, what);
     else
         snprintf(path, sizeof path, "/proc/%d/%s", target_pid, what);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return NULL;
-    size_t cap = 8192, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) {
-            close(fd);
-            errno = ENOMEM;
-            return NULL;
-        }
-        if (n + 1 >= cap) {
-            char *bigger = realloc(buf, cap *= 2);
-            if (!bigger) free(buf);
-            buf = bigger;
-            continue;
-        }
-        ssize_t r = read(fd, buf + n, cap - n - 1);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            int e = errno;
-            free(buf);
-            close(fd);
-            errno = e;
-            return NULL;
-        }
-        if (r == 0) break;
-        n += (size_t)r;
-    }
-    close(fd);
-    buf[n] = 0;
-    if (len) *len = n;
-    return buf;
+    return ftr_read_all(path, len);
 }
 
 /* The value of "Name:" in /proc/PID/status, or NULL */
