@@ -423,6 +423,12 @@ int main(int argc, char **argv)
     free(xdg_copy);
     char path[512];
     ftr_ctl_socket_path(euid, target_pid, path, sizeof path);
+    if (!path[0]) {
+        free(status);
+        free(env);
+        return fail(1, "process %d has no control socket: its $XDG_RUNTIME_DIR is too long",
+                    target_pid);
+    }
 
     /* The server listens from the process's start; a process started a moment ago may not
      * have bound its socket yet. No signal is ever sent: it could land on a sleeping thread. */

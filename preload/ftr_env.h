@@ -126,16 +126,22 @@ static inline int ftr_parse_duration(const char *s, uint64_t *ns)
 static inline void ftr_ctl_dir(unsigned uid, char *buf, size_t len)
 {
     const char *xdg = getenv("XDG_RUNTIME_DIR");
+    int n;
     if (xdg && *xdg)
-        snprintf(buf, len, "%s/ftrace-run", xdg);
+        n = snprintf(buf, len, "%s/ftrace-run", xdg);
     else
-        snprintf(buf, len, "/tmp/ftrace-run-%u", uid);
+        n = snprintf(buf, len, "/tmp/ftrace-run-%u", uid);
+    if (n < 0 || (size_t)n >= len) buf[0] = 0; /* too long: none (never a truncated one) */
 }
 /* The socket directory dir: created 0700, or else it must be a directory of ours that nobody
  * else can enter. @return 0, or -1 with the reason in why. */
 static inline int ftr_ctl_dir_check(const char *dir, char *why, size_t len)
 {
     struct stat st;
+    if (!dir[0]) {
+        snprintf(why, len, "the control directory's path ($XDG_RUNTIME_DIR) is too long");
+        return -1;
+    }
     if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
         snprintf(why, len, "cannot create %s: %s", dir, strerror(errno));
         return -1;
@@ -160,7 +166,7 @@ static inline void ftr_ctl_socket_path(unsigned uid, int pid, char *buf, size_t 
 {
     char dir[200];
     ftr_ctl_dir(uid, dir, sizeof dir);
-    snprintf(buf, len, "%s/%d.sock", dir, pid);
+    if (!dir[0] || snprintf(buf, len, "%s/%d.sock", dir, pid) >= (int)len) buf[0] = 0;
 }
 
 #endif /* FTR_ENV_H */

@@ -33,6 +33,7 @@
 #include "libcalls.h"
 #include "retaddr.h"
 #include "recorder.h"
+#include "region.h"
 #include "tracer.h"
 #include "values.h"
 
@@ -445,9 +446,14 @@ void ftr_child_after_fork(void)
     ftr_writer_lazy_child(describe_child);
     ftr_control_child_wake_fd(1); /* for the HELLO: it wakes the parked server */
     char err[256];
-    if (ftr_writer_start(err, sizeof err) < 0) {
+    int started = ftr_writer_start(err, sizeof err);
+    ftr_region_parent(1); /* settled (recorder_client.c), or never counted: no writer there */
+    if (started < 0) {
         ftr_msg("fork child %u: %s; running untraced", ftr_g.pid, err);
         atomic_store(&ftr_hot.recording, 0);
+        /* its one thread hooks no more calls: no clock read at each (a system call where the
+         * TSC is not trusted); the returns already hooked still return through the hook */
+        (void)ftr_thread_pause();
         atomic_store(&ended, 1);
         ftr_output_release();
         ftr_control_child_wake_fd(-1);

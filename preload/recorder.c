@@ -692,12 +692,35 @@ static int watch(const int *lfds, struct conn *conns, size_t nconns)
     return left;
 }
 
-/* The socket files of processes that are gone, in the control directory where the recorder
- * listens (path: its own socket's): a process killed by SIGKILL leaves its control socket
- * ("PID.sock"), a recorder killed so its own ("ftrace-rec-PID-....sock"), and the directory
- * would grow with every such death. Only what names a pid that no longer exists is removed (a
- * live process's, or one of a pid in use again, stays); from the recorder, never from the
- * program's processes. */
+/* A name the tracer gives its socket files: "PID.sock" (a control server's) or
+ * "ftrace-rec-PID-HEX.sock" (a recorder's); PID in decimal without sign or leading zero. */
+static int our_socket_name(const char *n)
+{
+    if (!strncmp(n, "ftrace-rec-", 11)) {
+        n += 11;
+        if (*n < '1' || *n > '9') return 0;
+        while (*n >= '0' && *n <= '9')
+            n++;
+        if (*n++ != '-' || !*n) return 0;
+        while ((*n >= '0' && *n <= '9') || (*n >= 'a' && *n <= 'f'))
+            n++;
+    } else {
+        if (*n < '1' || *n > '9') return 0;
+        while (*n >= '0' && *n <= '9')
+            n++;
+    }
+    return !strcmp(n, ".sock");
+}
+
+/* The socket files nobody listens on any more, in the control directory where the recorder
+ * listens (path: its own socket's): a process killed by SIGKILL leaves its control socket, a
+ * recorder killed so its own, and the directory would grow with every such death. A pid says
+ * nothing here (the recorder's file carries the pid of its session's first process, which may
+ * be long gone while the recorder serves a daemon child; a process of another pid namespace
+ * may share the directory): a socket is stale when connecting to it is refused. Only socket
+ * files (not followed) with a name of ours are looked at; a connection accepted is closed at
+ * once (a control server reads an empty request and goes on). From the recorder, never from
+ * the program's processes. */
 static void sweep_stale(const char *path)
 {
     char dir[sizeof((struct sockaddr_un *)0)->sun_path];
@@ -708,13 +731,18 @@ static void sweep_stale(const char *path)
     DIR *d = opendir(dir);
     if (!d) return;
     for (struct dirent *de; (de = readdir(d));) {
-        unsigned pid = 0;
-        int end = 0;
-        if ((sscanf(de->d_name, "%u.sock%n", &pid, &end) != 1 &&
-             sscanf(de->d_name, "ftrace-rec-%u-%*x.sock%n", &pid, &end) != 1) ||
-            de->d_name[end] || !end || !pid)
+        struct stat st;
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (!our_socket_name(de->d_name) ||
+            fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISSOCK(st.st_mode) ||
+            snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s", dir, de->d_name) >=
+                (int)sizeof sa.sun_path)
             continue;
-        if (kill((pid_t)pid, 0) < 0 && errno == ESRCH) unlinkat(dirfd(d), de->d_name, 0);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) break;
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 && errno == ECONNREFUSED)
+            unlinkat(dirfd(d), de->d_name, 0);
+        close(fd);
     }
     closedir(d);
 }

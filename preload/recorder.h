@@ -64,6 +64,8 @@ void ftr_recorder_parent_fork(void) __attribute__((visibility("hidden")));
 /* a fork child that does not trace: the parent's connection let go */
 void ftr_recorder_forget(void) __attribute__((visibility("hidden")));
 int ftr_recorder_child_fork(void) __attribute__((visibility("hidden")));
+/* Why the last HELLO (a fork child's, an exec's that failed) could not be said: one line */
+const char *ftr_recorder_error(void) __attribute__((visibility("hidden")));
 /* An exec failed after the END: this image goes on (a new HELLO) */
 int ftr_recorder_resume(void) __attribute__((visibility("hidden")));
 

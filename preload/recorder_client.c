@@ -78,7 +78,7 @@ static int recorder_path(const char *name, struct sockaddr_un *sa)
     memset(sa, 0, sizeof *sa);
     sa->sun_family = AF_UNIX;
     int n = snprintf(sa->sun_path, sizeof sa->sun_path, "%s/%s.sock", dir, name);
-    return n > 0 && (size_t)n < sizeof sa->sun_path ? 0 : -1;
+    return dir[0] && n > 0 && (size_t)n < sizeof sa->sun_path ? 0 : -1;
 }
 
 /* A connection to the recorder at name: its abstract name, or else its path (recorder_path):
@@ -109,11 +109,38 @@ static int connect_recorder(const char *name)
 
 /* HELLO to the recorder at name, with the region's memfd: a connection of its own, closed
  * after. @return 0, -1 */
+static char hello_err[160]; /* why the last HELLO could not be said */
+
+const char *ftr_recorder_error(void)
+{
+    return hello_err[0] ? hello_err : "the session's recorder is gone";
+}
+
 static int hello(const char *name)
 {
     int memfd = ftr_region_fd();
-    if (memfd < 0) return -1;
+    if (memfd < 0) {
+        snprintf(hello_err, sizeof hello_err, "no memory shared with the recorder");
+        return -1;
+    }
     int fd = connect_recorder(name);
+    if (fd < 0)
+        snprintf(hello_err, sizeof hello_err,
+                 "the session's recorder is gone, or out of reach (a chroot and a network "
+                 "namespace of its own?)");
+    /* The recorder takes a HELLO from its own user or root only (a process that changed its
+     * user since, as a server dropping its privileges before it forks does, would write into
+     * memory nobody reads): said here, the process knows it is untraced. */
+    struct ucred cr;
+    socklen_t cl = sizeof cr;
+    uid_t me = geteuid();
+    if (fd >= 0 && me != 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 &&
+        cr.uid != me) {
+        snprintf(hello_err, sizeof hello_err, "it runs as uid %u, the session's recorder as uid %u",
+                 (unsigned)me, (unsigned)cr.uid);
+        syscall(SYS_close, fd);
+        fd = -1;
+    }
     int rc = fd >= 0 ? 0 : -1;
     size_t strings = 0;
     for (uint32_t i = 0; i < ftr_process.argc; i++)
@@ -312,13 +339,17 @@ int ftr_recorder_end(const struct ftr_end_info *end, int from_signal)
     return ftr_summary_may_say() ? wait_ended(h, from_signal ? 1000 : 2000) : 0;
 }
 
+static int fork_counted FTR_FORK_PAGE; /* the prepare handler counted this fork (forking) */
+
 void ftr_recorder_prepare_fork(void)
 {
     pthread_mutex_lock(&meta_lock);
+    fork_counted = 0;
     struct ftr_region_hdr *h = ftr_region_header();
     if (!on || !h || atomic_load(&h->end_state) != FTR_REGION_RUNNING) return; /* no HELLO */
     atomic_fetch_add(&h->forking, 1); /* the recorder holds our lock until the child's HELLO */
     fork_meta = atomic_load(&h->meta_len);
+    fork_counted = 1;
 }
 
 void ftr_recorder_parent_fork(void)
@@ -326,21 +357,35 @@ void ftr_recorder_parent_fork(void)
     pthread_mutex_unlock(&meta_lock);
 }
 
+/* A fork child that will say no HELLO (it does not trace, or could not reach the recorder)
+ * takes back what its parent's prepare handler counted, so that the recorder does not hold the
+ * parent's end for it (2 s, CHILDREN_MS); the parent's header goes from its memory either way. */
+static void settle_fork(int said_hello)
+{
+    struct ftr_region_hdr *ph = ftr_region_parent(0);
+    if (!said_hello && fork_counted && ph) atomic_fetch_sub(&ph->forking, 1);
+    fork_counted = 0;
+    ftr_region_parent(1);
+}
+
 void ftr_recorder_forget(void)
 {
     pthread_mutex_init(&meta_lock, NULL);
     on = 0;
+    settle_fork(0);
 }
 
 int ftr_recorder_child_fork(void)
 {
     int was_on = on;
-    ftr_recorder_forget();
-    if (!was_on || !rec_name[0]) return -1;
-    parent_pid = ftr_process.ppid;
-    if (hello(rec_name) < 0) return -1;
-    on = 1;
-    return 0;
+    pthread_mutex_init(&meta_lock, NULL);
+    on = 0;
+    if (was_on && rec_name[0]) {
+        parent_pid = ftr_process.ppid;
+        on = hello(rec_name) == 0;
+    }
+    settle_fork(on);
+    return on ? 0 : -1;
 }
 
 int ftr_recorder_resume(void)

@@ -224,6 +224,18 @@ int ftr_region_meta_append(const void *p, size_t n)
     return 0;
 }
 
+static struct ftr_region_hdr *parent_hdr FTR_FORK_PAGE; /* a fork child's, for a moment */
+
+struct ftr_region_hdr *ftr_region_parent(int forget)
+{
+    struct ftr_region_hdr *h = parent_hdr;
+    if (forget && h) {
+        munmap(h, FTR_REGION_HDR);
+        parent_hdr = h = NULL;
+    }
+    return h;
+}
+
 /* The parent's memory out of the child's address space: its segments are shared with the
  * parent (the parent goes on writing them) and the child has no use for them. */
 static void forget_parent(void)
@@ -238,7 +250,7 @@ static void forget_parent(void)
         void *w = atomic_exchange(&logwin[k], NULL);
         if (w) munmap(w, LOG_WIN);
     }
-    if (hdr) munmap(hdr, FTR_REGION_HDR);
+    parent_hdr = hdr; /* kept until the child said HELLO, or could not: ftr_region_parent() */
     hdr = NULL;
     if (region_fd >= 0) {
         ftr_fd_unprotect(&region_fd);

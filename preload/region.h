@@ -90,6 +90,10 @@ void *ftr_region_chunk(uint32_t index) __attribute__((visibility("hidden")));
  * never writes to them: they are shared with the parent). Runs while the child is one thread.
  * @return 0, or -1 (the child then has anonymous segments). */
 int ftr_region_child_fork(void) __attribute__((visibility("hidden")));
+/* In a fork child, its parent's header (still shared with the parent) until forget is 1, which
+ * unmaps it: what the parent counted of this fork is settled through it (recorder_client.c).
+ * @return it, or NULL */
+struct ftr_region_hdr *ftr_region_parent(int forget) __attribute__((visibility("hidden")));
 
 /* The region's memfd, or -1 (anonymous segments) */
 int ftr_region_fd(void) __attribute__((visibility("hidden")));

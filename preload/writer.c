@@ -418,9 +418,7 @@ static int start_recorder(char *err, size_t errlen)
     }
     if (!w_rec) return 0;
     if ((w_forked ? ftr_recorder_child_fork() : ftr_recorder_resume()) == 0) return 1;
-    snprintf(err, errlen,
-             "the session's recorder is gone, or out of reach (a chroot and a "
-             "network namespace of its own?)");
+    snprintf(err, errlen, "%s", ftr_recorder_error());
     return -1;
 }
 

@@ -777,25 +777,38 @@ def test_ends(e, exe, a):
 
 
 def test_stale(e, exe, a):
-    """Socket files of processes that are gone (a control socket left by a SIGKILL, a
-    recorder's) are removed by the next session's recorder; a live process's socket, a pid's
-    that does not parse and other files stay."""
+    """Socket files nobody listens on (a control socket left by a SIGKILL, a recorder's) are
+    removed by the next session's recorder; sockets listened on, names not ours, files that are
+    not sockets stay. A control directory whose path does not fit is refused in one line."""
     prog = build_traced(e, "ends", ENDS)
     xdg = os.path.join(e.work, "xdg-stale")
     d = os.path.join(xdg, "ftrace-run")
     os.makedirs(d, mode=0o700)
     gone = subprocess.Popen(["true"])
     gone.wait()
-    names = {"%d.sock" % gone.pid: False, "ftrace-rec-%d-1f2e.sock" % gone.pid: False,
-             "%d.sock" % os.getpid(): True, "x%d.sock" % gone.pid: True, "notes": True}
+    dead = gone.pid
+    # name: (kind, kept). A socket nobody listens on is stale whatever its pid; one listened on
+    # stays even when its pid is gone (a recorder's name carries its first process's pid, which
+    # may end long before it; a process of another pid namespace). Only our names, only sockets.
+    names = {"%d.sock" % dead: ("sock", False), "ftrace-rec-%d-1f2e.sock" % dead: ("sock", False),
+             "%d.sock" % (dead + 1001): ("listen", True),
+             "ftrace-rec-%d-aa.sock" % (dead + 1002): ("listen", True),
+             "x%d.sock" % dead: ("sock", True), "-2.sock": ("sock", True),
+             "0%d.sock" % dead: ("sock", True), "%d.sock" % (dead + 1003): ("file", True),
+             "%d.sock" % (dead + 1004): ("link", True), "notes": ("file", True)}
     socks = []
-    for n in names:
-        if n == "notes":
-            open(os.path.join(d, n), "w").close()
-            continue
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.bind(os.path.join(d, n))
-        socks.append(s)
+    for n, (kind, _) in names.items():
+        p = os.path.join(d, n)
+        if kind == "file":
+            open(p, "w").close()
+        elif kind == "link":
+            os.symlink(os.path.join(e.work, "elsewhere"), p)
+        else:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(p)
+            if kind == "listen":
+                s.listen(4)
+            socks.append(s)
     r = subprocess.run([e.run_bin, "-q", "-o", os.path.join(e.work, "stale.ftr"), prog, "return"],
                        env=dict(e.env, XDG_RUNTIME_DIR=xdg), capture_output=True, text=True,
                        timeout=60)
@@ -805,10 +818,19 @@ def test_stale(e, exe, a):
         if not [f for f in left if f.startswith("ftrace-rec-") and f not in names]:
             break
         time.sleep(0.05)
-    want = {n for n, keep in names.items() if keep}
+    want = {n for n, (_, keep) in names.items() if keep}
     assert left == want, "left %s, want %s" % (sorted(left), sorted(want))
     for s in socks:
         s.close()
+    # a control directory whose path does not fit: one line, and no truncated directory made
+    long_xdg = os.path.join(e.work, "x" * (250 - len(e.work)))
+    os.makedirs(long_xdg)
+    r = subprocess.run([e.run_bin, "-o", os.path.join(e.work, "stale2.ftr"), prog, "return"],
+                       env=dict(e.env, XDG_RUNTIME_DIR=long_xdg), capture_output=True, text=True,
+                       timeout=60)
+    said = [ln for ln in r.stderr.splitlines() if "too long" in ln]
+    assert r.returncode == 0 and len(said) == 1 and os.listdir(long_xdg) == [], (
+        "long XDG_RUNTIME_DIR: %d %r %s" % (r.returncode, r.stderr, os.listdir(long_xdg)))
 
 
 GUEST = r"""

@@ -21,6 +21,10 @@
              after a chroot() too (where the recorder's path is not either), the children
              untraced and each says so in one line, but not under -q (skipped where
              unshare(CLONE_NEWNET) is not allowed)
+  euid       a fork child of a process that changed its user (setresuid, as a server dropping
+             its privileges does) after its start: the recorder takes no HELLO from another user,
+             so the child runs untraced and says so in one line (none under -q); the parent's
+             calls whole (skipped unless run as root)
 and, after daemon and plain, the session's recorder process has ended (within 5 s)
 
 in a -pg -mfentry build and a -mnop-mcount build, each run under a timeout.
@@ -253,6 +257,24 @@ def case_netns(exe, cwd, rr, rb):
         wait_recorder_gone(trace)
 
 
+def case_euid(exe, cwd, rr, rb):
+    if os.geteuid() != 0:
+        print("skip euid: not root")
+        return
+    trace = os.path.join(cwd, "euid.ftr")
+    open(trace, "w").close()
+    os.chmod(trace, 0o666)  # the child could write it: it must not believe it is traced
+    os.chmod(cwd, 0o777)
+    for quiet in ([], ["-q"]):
+        t = run([rr] + quiet + ["-o", trace, exe, "euid"], cwd)
+        said = [ln for ln in t.stderr.splitlines() if "fork child" in ln and "uid 65534" in ln]
+        assert t.returncode == 0 and "unavailable" not in t.stdout and len(said) == (
+            0 if quiet else 1), "euid%s: %d %r %r" % (quiet, t.returncode, t.stdout, t.stderr)
+        calls, _ = report_calls(rb, trace, cwd)
+        assert "child_work" not in calls and calls.get("tick") == 1, "calls: %s" % calls
+    wait_recorder_gone(trace)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -278,7 +300,7 @@ def main():
                      ("execenv2", env_case("execenv2", "A=1\nLD_PRELOAD=libm.so.6\nB=2\n")),
                      ("spawnenv", env_case("spawnenv", "A=1\n")),
                      ("dlmopen", lambda *x: case_dlmopen(*x, lib)),
-                     ("netns", case_netns)]
+                     ("netns", case_netns), ("euid", case_euid)]
             unknown = set(only) - {n for n, _ in cases}
             if unknown:
                 ap.error("no case %s" % ", ".join(sorted(unknown)))

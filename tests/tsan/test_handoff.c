@@ -136,6 +136,10 @@ int ftr_recorder_resume(void)
 {
     return -1;
 }
+const char *ftr_recorder_error(void)
+{
+    return "no recorder in this test";
+}
 void ftr_output_lock(void) {}
 void ftr_output_release(void) {}
 void ftr_program_watch(int open_it)

@@ -27,6 +27,9 @@
  *                 1000 and _exit(0), all waited for; main -> tick: the children are in a
  *                 network namespace where the recorder's abstract socket is not (and, with
  *                 DIR, where its path is not either).
+ *   euid          setresuid(65534, 65534, 0) (prints "euid: unavailable" and returns 0 where it
+ *                 may not), then a fork child, child_work x 1000 and _exit(0), waited for;
+ *                 main -> tick: the child is of another user than the recorder's.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -133,12 +136,33 @@ static int netns_mode(const char *root)
     return 0;
 }
 
+static int euid_mode(void)
+{
+    if (setresuid(65534, 65534, 0) != 0) {
+        printf("euid: unavailable\n");
+        return 0;
+    }
+    fflush(stdout);
+    pid_t p = fork();
+    if (p < 0) return 1;
+    if (p == 0) {
+        for (int k = 0; k < 1000; k++)
+            child_work();
+        _exit(0);
+    }
+    int st;
+    if (waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st)) return 1;
+    tick();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "daemon")) return daemon_mode();
     if (!strcmp(mode, "children")) return children_mode();
     if (!strcmp(mode, "netns")) return netns_mode(argc > 2 ? argv[2] : NULL);
+    if (!strcmp(mode, "euid")) return euid_mode();
     if (!strcmp(mode, "static")) {
         printf("static ran\n");
         return 0;
