@@ -415,6 +415,9 @@ int ftr_inj_find_libc(pid_t pid, const char *root_dir, const char *maps, struct 
         uint64_t sr;
         if (ftr_inj_elf_find_code(&e, ftr_inj_arch_sigreturn, ftr_inj_arch_sigreturn_len, &sr) == 1)
             lc->sigreturn = lc->base + sr;
+        if (ftr_inj_elf_find_code(&e, ftr_inj_arch_syscall_ret, ftr_inj_arch_syscall_ret_len,
+                                  &sr) >= 1)
+            lc->syscall_ret = lc->base + sr; /* any will do */
         int in_text = 0;
         for (int i = 0; i < ntext; i++)
             if (lc->dlopen >= text[i].lo && lc->dlopen < text[i].hi && lc->dlerror >= text[i].lo &&

@@ -4,8 +4,8 @@
  *
  * The steps, and why:
  *   1. /proc only, nobody stopped: the process exists, is neither a zombie nor stopped nor
- *      traced, is ours to trace, has no seccomp filter, does not ignore SIGSEGV; its libc.so.6
- *      is glibc's with dlopen (elfsym.c); the library is visible through its root.
+ *      traced, is ours to trace, has no seccomp filter; its libc.so.6 is glibc's with dlopen
+ *      and __restore_rt (elfsym.c); the library is visible through its root.
  *   2. Its threads are looked at through /proc/PID/task/TID/syscall, every POLL_MS: one blocked
  *      in a system call of the safe list (calls[] says why each) is a candidate; one seen
  *      blocked in the same call at two looks without having run between is chosen first (it
@@ -13,23 +13,39 @@
  *   3. That thread alone is seized and interrupted. Its registers must show it still waits in
  *      the same call, which the kernel will restart (an -ERESTART* code): else it woke up
  *      meanwhile, and it is let go at once, untouched, and another is chosen. A thread that
- *      waits inside a signal handler (the handler may have interrupted malloc) or blocks
- *      SIGSEGV (the call's return trap) is let go too, and not taken again.
+ *      waits inside a signal handler (the handler may have interrupted malloc) is let go too,
+ *      and not taken again.
  *   4. Everything the call changes is saved: the general registers, the XSAVE state, the signal
  *      mask. The call is dlopen(path, RTLD_NOW): the path is written on the thread's stack
- *      below the red zone, the return address is 0 and the injector catches the SIGSEGV there.
+ *      below the red zone, and under it a signal frame as the kernel builds one for a handler,
+ *      holding all that was saved, the interrupted system call set to restart
+ *      (inject_x86_64.c). The call returns into glibc's __restore_rt (rt_sigreturn) on that
+ *      frame: whatever happens to the injector from then on (SIGKILL, a crash: ptrace lets the
+ *      thread go), the thread finishes the call and resumes as it was, its wait restarted.
  *      RTLD_NOW, so that a missing symbol fails the load here, and not later in the process at
  *      the first call; not RTLD_GLOBAL: the library's symbols have no business resolving the
  *      program's later loads. Asynchronous signals are blocked for the call (they wait, pending,
  *      and are delivered after it as they would have been); faults and traps are not (they
  *      belong to the call, and the kernel forces them open when blocked, resetting their
- *      handler to the default one). If dlopen returns NULL, dlerror() is called the same way.
- *   5. Restored exactly, then detached: the interrupted system call restarts as after any
- *      ptrace stop. A signal that stopped the thread during the call is given back at the
- *      detach, with its siginfo.
- * Every wait handles the thread's or the process's end; after the seize, every error path
- * restores what was changed and detaches. The injector blocks its own asynchronous signals
- * while it holds the thread: if it died in the call, the thread would return to address 0.
+ *      handler to the default one); the frame's mask is the thread's own, so that they are
+ *      delivered right after it even without the injector. The thread runs the call under
+ *      PTRACE_SYSCALL (two stops per system call of dlopen's, some microseconds each), and the
+ *      injector catches it at the entry of that rt_sigreturn. dlopen's value is lost there
+ *      (__restore_rt sets rax first): the load succeeded if the library's file is mapped in
+ *      the process now. If not, dlerror() is called the same way, but returning first through
+ *      a "syscall; ret" of libc's, so that its value becomes a system call number the injector
+ *      reads at the entry stop (ftr_inj_arch_value_stub); without the injector, that system
+ *      call fails with ENOSYS (a pointer is no system call number, but for the 1 in 2^23 whose
+ *      low 32 bits are one) and the ret goes on to __restore_rt.
+ *   5. Restored exactly at that entry stop, then detached: the signal mask, the XSAVE state,
+ *      the registers, and the interrupted system call restarted there, as the kernel would (a
+ *      restart block's restart_syscall included, which rt_sigreturn would have reset).
+ *      rt_sigreturn does not run. A signal that stopped the thread during the call is sent
+ *      back at the detach (its siginfo is the kernel's then).
+ * Every wait handles the thread's or the process's end. After the seize, an error before the
+ * call restores what was changed and detaches; during the call, the injector detaches only, and
+ * the thread resumes through the frame. The injector blocks its own asynchronous signals while
+ * it holds the thread, so that it is not killed by a stray Ctrl-C between two steps.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -46,6 +62,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -59,18 +76,13 @@
 #define POLL_MS 2              /* between two looks at the threads */
 #define SETTLE_LOOKS 3         /* after so many looks, a thread seen once will do */
 #define STACK_NEED (64 * 1024) /* stack below the red zone a thread's must have for dlopen */
+#define FRAME_NEED (16 * 1024) /* ... and for the signal frame (XSAVE areas: up to 11 KiB) */
 #define SCAN_MAX (256 * 1024)  /* how much of its stack is searched for a signal frame */
 #define MAX_RELEASES 64        /* threads stopped and let go, at most, per injection */
 #define MAX_EXCLUDED 256       /* threads not to be taken again */
 #define DLERROR_MAX 512        /* how much of dlerror()'s text is read */
 #define RTLD_NOW_VALUE 2       /* RTLD_NOW, without <dlfcn.h>'s other baggage */
 #define CAP_SYS_PTRACE_BIT 19
-
-/* what the kernel leaves in rax for a system call it will restart (linux/errno.h) */
-#define ERESTARTSYS 512
-#define ERESTARTNOINTR 513
-#define ERESTARTNOHAND 514
-#define ERESTART_RESTARTBLOCK 516
 
 #define SIGBIT(s) (1ull << ((s)-1))
 /* the signals a thread's own instructions raise, which the kernel forces through a mask */
@@ -203,20 +215,17 @@ static int mem_read(pid_t pid, uint64_t addr, void *buf, size_t len)
     return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
 }
 
-/* Writes the two pieces of a call's frame into a stopped thread's stack: process_vm_writev,
- * else /proc/PID/mem (which a tracer may always write). @return 0, -1 (errno) */
-static int mem_write2(pid_t tid, uint64_t a1, const void *b1, size_t n1, uint64_t a2,
-                      const void *b2, size_t n2)
+/* Writes into a stopped thread's stack: process_vm_writev, else /proc/PID/mem (which a tracer
+ * may always write). @return 0, -1 (errno) */
+static int mem_write(pid_t tid, uint64_t addr, const void *buf, size_t len)
 {
-    struct iovec local[2] = {{(void *)b1, n1}, {(void *)b2, n2}};
-    struct iovec remote[2] = {{(void *)(uintptr_t)a1, n1}, {(void *)(uintptr_t)a2, n2}};
-    if (process_vm_writev(tid, local, 2, remote, 2, 0) == (ssize_t)(n1 + n2)) return 0;
+    struct iovec local = {(void *)buf, len}, remote = {(void *)(uintptr_t)addr, len};
+    if (process_vm_writev(tid, &local, 1, &remote, 1, 0) == (ssize_t)len) return 0;
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/mem", (int)tid);
     int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) return -1;
-    int ok = pwrite(fd, b1, n1, (off_t)a1) == (ssize_t)n1 &&
-             pwrite(fd, b2, n2, (off_t)a2) == (ssize_t)n2;
+    int ok = pwrite(fd, buf, len, (off_t)addr) == (ssize_t)len;
     int e = errno;
     close(fd);
     errno = ok ? 0 : (e ? e : EIO);
@@ -237,6 +246,8 @@ struct ctx {
     const char *lib;
     char task[64]; /* /proc/PID/task/TID of a live thread: the process's maps, fds, root */
     struct ftr_inj_libc lc;
+    dev_t lib_dev; /* the library's file, as the process sees it: mapped after the load */
+    ino_t lib_ino;
     struct look *prev, *cur;
     size_t nprev, ncur, cap;
     pid_t excluded[MAX_EXCLUDED];
@@ -406,11 +417,6 @@ static int check_process(struct ctx *c)
                      (int)c->pid);
     else if (check_owner(c, status) < 0)
         ;
-    else if (ftr_inj_sigset_has(ftr_inj_status_field(status, "SigIgn"), SIGSEGV) == 1)
-        ftr_inj_errf(
-            c->err, c->errlen,
-            "%d ignores SIGSEGV: the call's return (a fault at address 0) would reset that",
-            (int)c->pid);
     else if (arch)
         ftr_inj_errf(c->err, c->errlen, "%d: %s", (int)c->pid, arch);
     else
@@ -420,18 +426,19 @@ static int check_process(struct ctx *c)
 
     snprintf(path, sizeof path, "%s/maps", c->task);
     char *maps = ftr_read_all(path, NULL);
-    struct ftr_inj_map zero;
     char why[PATH_MAX + 128];
     rc = -1;
     if (!maps) {
         ftr_inj_errf(c->err, c->errlen, "cannot read %s: %s", path, strerror(errno));
         return -1;
     }
-    if (ftr_inj_maps_find(maps, 0, &zero, NULL) == 0)
-        ftr_inj_errf(c->err, c->errlen, "%d maps address 0, where the call's return must fault",
-                     (int)c->pid);
-    else if (ftr_inj_find_libc(c->pid, c->task, maps, &c->lc, why, sizeof why) < 0)
+    if (ftr_inj_find_libc(c->pid, c->task, maps, &c->lc, why, sizeof why) < 0)
         ftr_inj_errf(c->err, c->errlen, "cannot load a library into %d: %s", (int)c->pid, why);
+    else if (!c->lc.sigreturn || !c->lc.syscall_ret)
+        ftr_inj_errf(c->err, c->errlen,
+                     "cannot load a library into %d: its glibc's signal return (__restore_rt) "
+                     "or a system call followed by a return was not found",
+                     (int)c->pid);
     else
         rc = 0;
     free(maps);
@@ -439,11 +446,14 @@ static int check_process(struct ctx *c)
 
     /* dlopen will open the path in the process's own view of the file system */
     snprintf(path, sizeof path, "%s/root%s", c->task, c->lib);
-    if (access(path, R_OK) < 0) {
+    struct stat st;
+    if (access(path, R_OK) < 0 || stat(path, &st) < 0) {
         ftr_inj_errf(c->err, c->errlen, "%s: %s (as process %d sees it)", c->lib, strerror(errno),
                      (int)c->pid);
         return -1;
     }
+    c->lib_dev = st.st_dev;
+    c->lib_ino = st.st_ino;
     return 0;
 }
 
@@ -522,7 +532,8 @@ static int stack_ok(const char *maps, uint64_t sp, uint64_t *end)
     int anon =
         m.path_len == 0 || (m.path_len > 27 && !memcmp(m.path, "[anon: glibc: pthread stack", 27));
     return anon && !strcmp(m.perms, "rw-p") && below.end == m.start &&
-           !memcmp(below.perms, "---", 3) && sp - m.start >= STACK_NEED + 128 + PATH_MAX;
+           !memcmp(below.perms, "---", 3) &&
+           sp - m.start >= STACK_NEED + FRAME_NEED + 128 + PATH_MAX;
 }
 
 /* Adds "name" to the summary of what the threads do, counted. */
@@ -570,14 +581,9 @@ static const struct look *survey(struct ctx *c, unsigned looks)
         snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)c->pid, tid);
         char *st = ftr_read_all(path, NULL);
         if (!st) continue;
-        int segv = ftr_inj_sigset_has(ftr_inj_status_field(st, "SigBlk"), SIGSEGV);
         unsigned long sw = (unsigned long)field_long(st, "voluntary_ctxt_switches", 0) +
                            (unsigned long)field_long(st, "nonvoluntary_ctxt_switches", 0);
         free(st);
-        if (segv != 0) {
-            exclude(c, tid, "blocks SIGSEGV, the call's return trap");
-            continue;
-        }
         if (!maps) {
             snprintf(path, sizeof path, "%s/maps", c->task);
             if (!(maps = ftr_read_all(path, NULL))) break;
@@ -666,8 +672,8 @@ static int release(struct ctx *c, pid_t tid, int sig)
 
 static int restartable(long ret)
 {
-    return ret == -ERESTARTSYS || ret == -ERESTARTNOINTR || ret == -ERESTARTNOHAND ||
-           ret == -ERESTART_RESTARTBLOCK;
+    return ret == -FTR_INJ_ERESTARTSYS || ret == -FTR_INJ_ERESTARTNOINTR ||
+           ret == -FTR_INJ_ERESTARTNOHAND || ret == -FTR_INJ_ERESTART_RESTARTBLOCK;
 }
 
 /* Does the thread's stack hold a frame of glibc's signal delivery (its return address,
@@ -687,42 +693,50 @@ static int in_handler(struct ctx *c, pid_t tid, uint64_t sp, uint64_t stack_end)
     return found;
 }
 
-/* Runs fn(a0, a1) in the stopped thread, until it returns to address 0. Its faults and traps go
- * to it (the program's handlers, or its end, as if it had made the call itself); any other
- * signal that stops it is kept in *pend (the first) or delivered now (the next).
- * @return 0 (its value in *ret), -1 (err set; state unknown) or FAIL via gone() */
+/* Runs fn(a0, a1) in the stopped thread from entry_sp (its return address written there) under
+ * PTRACE_SYSCALL, with the signal mask call_mask, until the entry stop of a system call at
+ * stop_pc with stop_sp (the call's return path): its number in *nr. Its faults and traps go to
+ * it (the program's handlers, or its end, as if it had made the call itself); any other signal
+ * that stops it is kept in *pend (the first) or delivered now (the next).
+ * @return 0, -1 (err set; the thread somewhere in the call) or FAIL via gone() */
 static int remote_call(struct ctx *c, pid_t tid, uint64_t fn, uint64_t entry_sp, uint64_t a0,
-                       uint64_t a1, uint64_t *ret, struct pending *pend)
+                       uint64_t call_mask, uint64_t stop_pc, uint64_t stop_sp, uint64_t *nr,
+                       struct pending *pend)
 {
-    if (ftr_inj_arch_set_call(tid, c->saved, fn, entry_sp, a0, a1) < 0) {
+    /* the registers first: if the injector died between the two, the call would run with the
+     * thread's own mask, and return through the frame all the same */
+    if (ftr_inj_arch_set_call(tid, c->saved, fn, entry_sp, a0, RTLD_NOW_VALUE) < 0 ||
+        ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof call_mask, &call_mask) < 0) {
         ftr_inj_errf(c->err, c->errlen, "cannot set the registers of thread %d: %s", (int)tid,
                      strerror(errno));
         return -1;
     }
     int sig = 0, st;
     for (;;) {
-        long cont = ptrace(PTRACE_CONT, tid, NULL, (void *)(long)sig);
+        long cont = ptrace(PTRACE_SYSCALL, tid, NULL, (void *)(long)sig);
         int e = errno;
         if (wait_tid(tid, &st) < 0) return gone(c, 0, 0);
         if (WIFEXITED(st) || WIFSIGNALED(st)) return gone(c, 1, st);
         if (cont < 0) {
-            ftr_inj_errf(c->err, c->errlen, "PTRACE_CONT of thread %d: %s", (int)tid, strerror(e));
+            ftr_inj_errf(c->err, c->errlen, "PTRACE_SYSCALL of thread %d: %s", (int)tid,
+                         strerror(e));
             return -1;
         }
         sig = 0;
         if (!WIFSTOPPED(st) || st >> 16 == PTRACE_EVENT_STOP) continue; /* a group stop */
         int s = WSTOPSIG(st);
-        siginfo_t si;
-        if (ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) < 0) memset(&si, 0, sizeof si);
-        if (s == SIGSEGV && si.si_code > 0) {
-            int r = ftr_inj_arch_returned(tid, entry_sp, ret);
-            if (r == 1) return 0;
-            if (r < 0) {
+        if (s == (SIGTRAP | 0x80)) { /* a system call's entry or exit */
+            uint64_t pc, sp;
+            if (ftr_inj_arch_at_syscall(tid, &pc, &sp, nr) < 0) {
                 ftr_inj_errf(c->err, c->errlen, "cannot read the registers of thread %d: %s",
                              (int)tid, strerror(errno));
                 return -1;
             }
+            if (pc == stop_pc && sp == stop_sp) return 0;
+            continue;
         }
+        siginfo_t si;
+        if (ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) < 0) memset(&si, 0, sizeof si);
         if ((SIGBIT(s) & SYNC_SIGNALS) && si.si_code > 0)
             sig = s;
         else if (!pend->sig)
@@ -732,15 +746,36 @@ static int remote_call(struct ctx *c, pid_t tid, uint64_t fn, uint64_t entry_sp,
     }
 }
 
-/* Puts back what was changed and lets the thread go: its system call restarts. @return 0, -1 */
-static int restore(struct ctx *c, pid_t tid, uint64_t mask, struct pending *pend)
+/* Puts back what was changed and lets the thread go: its system call restarts (at_entry: the
+ * thread is at a system call entry stop; the restart is made there). The mask first and the
+ * registers last: until they are set, the thread would still resume through the frame.
+ * @return 0, -1 */
+static int restore(struct ctx *c, pid_t tid, uint64_t mask, struct pending *pend, int at_entry)
 {
     int rc = 0;
     if (ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof mask, &mask) < 0) rc = -1;
-    if (ftr_inj_arch_restore(tid, c->saved) < 0) rc = -1;
-    if (pend->sig && ptrace(PTRACE_SETSIGINFO, tid, NULL, &pend->si) < 0) pend->sig = 0;
+    if (ftr_inj_arch_restore(tid, c->saved, at_entry) < 0) rc = -1;
+    if (pend->sig && !at_entry && ptrace(PTRACE_SETSIGINFO, tid, NULL, &pend->si) < 0)
+        pend->sig = 0;
     if (ptrace(PTRACE_DETACH, tid, NULL, (void *)(long)pend->sig) < 0) rc = -1;
     return rc;
+}
+
+/* Is the library's file mapped in the process (the load succeeded)? Where, in *base. */
+static int lib_mapped(struct ctx *c, uint64_t *base)
+{
+    char path[96];
+    snprintf(path, sizeof path, "%s/maps", c->task);
+    char *maps = ftr_read_all(path, NULL);
+    struct ftr_inj_map m;
+    *base = 0;
+    for (const char *l = maps; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+        if (ftr_inj_parse_maps_line(l, &m) == 0 && m.inode == (uint64_t)c->lib_ino &&
+            m.dev_major == major(c->lib_dev) && m.dev_minor == minor(c->lib_dev) &&
+            (!*base || m.start < *base))
+            *base = m.start;
+    free(maps);
+    return *base != 0;
 }
 
 /* Stops thread lk->tid, makes it call dlopen and gives it back. @return DONE, RETRY, FAIL */
@@ -748,7 +783,7 @@ static int attempt(struct ctx *c, const struct look *lk)
 {
     pid_t tid = lk->tid;
     int st;
-    if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) < 0) {
+    if (ptrace(PTRACE_SEIZE, tid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD) < 0) {
         if (errno == ESRCH) return RETRY; /* the thread has ended */
         return -errno;                    /* the caller explains */
     }
@@ -778,10 +813,6 @@ static int attempt(struct ctx *c, const struct look *lk)
         return release(c, tid, 0);
     uint64_t mask;
     if (ptrace(PTRACE_GETSIGMASK, tid, (void *)sizeof mask, &mask) < 0) return release(c, tid, 0);
-    if (mask & SIGBIT(SIGSEGV)) {
-        exclude(c, tid, "blocks SIGSEGV, the call's return trap");
-        return release(c, tid, 0);
-    }
     if (in_handler(c, tid, sc.sp, lk->stack_end)) {
         exclude(c, tid, "waits inside a signal handler");
         return release(c, tid, 0);
@@ -793,42 +824,51 @@ static int attempt(struct ctx *c, const struct look *lk)
         return FAIL;
     }
 
-    /* the call's frame: the path, and the return address 0 */
-    static const unsigned char zeros[16];
-    size_t len = strlen(c->lib) + 1, ret_len;
-    uint64_t data, entry_sp, ret_at, handle = 0, msg = 0;
-    ftr_inj_arch_frame(sc.sp, len, &data, &entry_sp, &ret_at, &ret_len);
-    if (mem_write2(tid, ret_at, zeros, ret_len, data, c->lib, len) < 0) {
+    ftr_inj_arch_set_mask(c->saved, mask);
+
+    /* the call's frame: the path, and under it the signal frame the call returns into */
+    struct ftr_inj_frame f;
+    size_t len = strlen(c->lib) + 1;
+    if (ftr_inj_arch_frame(c->saved, c->lc.sigreturn, sc.sp, c->lib, len, &f) < 0 ||
+        mem_write(tid, f.at, f.img, f.len) < 0) {
         ftr_inj_errf(c->err, c->errlen, "cannot write to the stack of thread %d: %s", (int)tid,
                      strerror(errno));
         ptrace(PTRACE_DETACH, tid, NULL, NULL);
         return FAIL;
     }
+    /* from here on the thread can resume alone */
     struct pending pend = {0};
     uint64_t call_mask = mask | ~SYNC_SIGNALS; /* asynchronous signals wait */
-    int rc = (int)ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof call_mask, &call_mask);
-    if (rc == 0)
-        rc = remote_call(c, tid, c->lc.dlopen, entry_sp, data, RTLD_NOW_VALUE, &handle, &pend);
-    else
-        ftr_inj_errf(c->err, c->errlen, "PTRACE_SETSIGMASK: %s", strerror(errno));
+    uint64_t stop_pc, stop_sp, nr = 0, base = 0, msg = 0;
+    ftr_inj_arch_sigreturn_stop(c->lc.sigreturn, f.ret_at, &stop_pc, &stop_sp);
+    int rc = remote_call(c, tid, c->lc.dlopen, f.ret_at, f.data, call_mask, stop_pc, stop_sp, &nr,
+                         &pend);
     if (rc == FAIL) return FAIL; /* the process is gone */
     char text[DLERROR_MAX] = "";
-    if (rc == 0 && !handle) {
-        if (mem_write2(tid, ret_at, zeros, ret_len, data, c->lib, len) == 0 &&
-            (rc = remote_call(c, tid, c->lc.dlerror, entry_sp, 0, 0, &msg, &pend)) == FAIL)
+    int loaded = rc == 0 && lib_mapped(c, &base);
+    if (rc == 0 && !loaded) {
+        uint64_t words[2], entry_sp;
+        ftr_inj_arch_value_stub(c->lc.syscall_ret, f.ret_at, words, &entry_sp, &stop_pc, &stop_sp);
+        if (mem_write(tid, entry_sp, words, sizeof words) == 0 &&
+            (rc = remote_call(c, tid, c->lc.dlerror, entry_sp, 0, call_mask, stop_pc, stop_sp, &msg,
+                              &pend)) == FAIL)
             return FAIL;
         /* read up to the end of its page first: the next one may not be mapped */
         size_t first = 4096 - (size_t)(msg & 4095);
-        if (msg && mem_read(tid, msg, text, first < sizeof text ? first : sizeof text - 1) == 0 &&
+        if (rc == 0 && msg &&
+            mem_read(tid, msg, text, first < sizeof text ? first : sizeof text - 1) == 0 &&
             first < sizeof text - 1)
             mem_read(tid, msg + first, text + first, sizeof text - 1 - first);
         text[sizeof text - 1] = 0;
         text[strcspn(text, "\n")] = 0;
     }
-    int restored = restore(c, tid, mask, &pend);
+    /* at the stop of the call's return, restored; anywhere else (an error), let go: the thread
+     * returns through the frame */
+    int restored = rc == 0 ? restore(c, tid, mask, &pend, 1)
+                           : (int)ptrace(PTRACE_DETACH, tid, NULL, (void *)(long)pend.sig);
     c->res->held_ns = now_ns() - t0;
     c->res->tid = tid;
-    c->res->handle = handle;
+    c->res->base = base;
     if (restored < 0) {
         if (!alive(c)) return gone(c, 0, 0);
         ftr_inj_errf(c->err, c->errlen, "could not restore thread %d of %d exactly: %s", (int)tid,
@@ -836,7 +876,7 @@ static int attempt(struct ctx *c, const struct look *lk)
         return FAIL;
     }
     if (rc < 0) return FAIL;
-    if (!handle) {
+    if (!loaded) {
         ftr_inj_errf(c->err, c->errlen, "dlopen in %d failed: %s", (int)c->pid,
                      text[0] ? text : "(no message)");
         return FAIL;

@@ -58,8 +58,9 @@ struct ftr_inj_libc {
     uint64_t dlopen;           /* dlopen@@GLIBC_2.34 */
     uint64_t dlerror;          /* dlerror */
     uint64_t version;          /* gnu_get_libc_version: the proof it is glibc */
-    uint64_t sigreturn;        /* __restore_rt, the return address of glibc's signal frames; 0 if
-                                  not found (then no thread is known to run a handler) */
+    uint64_t sigreturn;        /* __restore_rt, the return address of glibc's signal frames (and
+                                  of the call's); 0 if not found */
+    uint64_t syscall_ret;      /* a "syscall; ret" in its code; 0 if none */
     uint64_t text_lo, text_hi; /* its executable mapping */
 };
 
@@ -105,13 +106,31 @@ enum ftr_inj_class ftr_inj_syscall_class(long nr, const char **name);
 
 /* ---- what each architecture provides (inject_x86_64.c) ---- */
 
-struct ftr_inj_saved; /* a thread's general registers and FP/vector state */
+struct ftr_inj_saved; /* a thread's general registers, FP/vector state and signal mask */
+
+/* what the kernel leaves in rax for a system call it will restart (linux/errno.h) */
+#define FTR_INJ_ERESTARTSYS 512
+#define FTR_INJ_ERESTARTNOINTR 513
+#define FTR_INJ_ERESTARTNOHAND 514
+#define FTR_INJ_ERESTART_RESTARTBLOCK 516
+
+/* The call's frame on the thread's stack, one piece (ftr_inj_arch_frame) */
+struct ftr_inj_frame {
+    uint64_t at;              /* where img goes: its lowest address */
+    size_t len;               /* up to the red zone */
+    const unsigned char *img; /* its bytes */
+    uint64_t data;            /* where the data (the call's argument: a path) is in it */
+    uint64_t ret_at; /* the signal frame's return address (__restore_rt): a call whose return
+                        address slot this is returns through the frame */
+};
 
 extern const unsigned ftr_inj_arch_machine;          /* ELF e_machine of this architecture */
 extern const unsigned char ftr_inj_arch_sigreturn[]; /* glibc's __restore_rt, its bytes */
 extern const size_t ftr_inj_arch_sigreturn_len;
 extern const unsigned char ftr_inj_arch_syscall_insn[]; /* the system call instruction */
 extern const size_t ftr_inj_arch_syscall_insn_len;
+extern const unsigned char ftr_inj_arch_syscall_ret[]; /* a system call, then a return */
+extern const size_t ftr_inj_arch_syscall_ret_len;
 
 struct ftr_inj_saved *ftr_inj_arch_alloc(void);
 void ftr_inj_arch_free(struct ftr_inj_saved *s);
@@ -119,23 +138,36 @@ void ftr_inj_arch_free(struct ftr_inj_saved *s);
 int ftr_inj_arch_get_regs(pid_t tid, struct ftr_inj_saved *s);
 /* ... and its whole FP/vector state (NT_X86_XSTATE or the FP registers) */
 int ftr_inj_arch_get_fp(pid_t tid, struct ftr_inj_saved *s);
-/* Sets both back as saved (fp only if it was got). @return 0, -1 (errno) */
-int ftr_inj_arch_restore(pid_t tid, const struct ftr_inj_saved *s);
+/* The thread's own signal mask, which the frame restores */
+void ftr_inj_arch_set_mask(struct ftr_inj_saved *s, uint64_t mask);
+/* Sets the FP state (if it was got), then the general registers back as saved. at_entry: the
+ * thread is at a system call's entry stop, and its interrupted system call is restarted there,
+ * as the kernel would after a stop; else it is at a signal's or an interrupt's stop, where the
+ * kernel restarts it itself. @return 0, -1 (errno) */
+int ftr_inj_arch_restore(pid_t tid, const struct ftr_inj_saved *s, int at_entry);
 /* The system call the saved registers are in: its number (-1 if none), arguments, the value
  * it returns for now (an -ERESTART* one when it waits to be restarted), sp and pc. */
 void ftr_inj_arch_syscall(const struct ftr_inj_saved *s, struct ftr_inj_sysc *sc, long *ret);
-/* A call's frame below sp (the thread's stack pointer): where data_len bytes of arguments go
- * (*data), the stack pointer at the function's entry (*entry_sp), and where ret_len zero bytes
- * must be written as its return address (*ret_at; ret_len 0 if it is in a register). */
-void ftr_inj_arch_frame(uint64_t sp, size_t data_len, uint64_t *data, uint64_t *entry_sp,
-                        uint64_t *ret_at, size_t *ret_len);
-/* Sets the registers for fn(a0, a1) from the saved ones: the call returns to address 0, and
- * the kernel's system call restart is kept out of it. @return 0, -1 (errno) */
+/* The frame of a call below sp (the thread's stack pointer, stopped in a system call to be
+ * restarted): data_len bytes of data (the call's argument), and under them a signal frame of
+ * the saved state for sigreturn (__restore_rt), so that the call, returning into it, resumes
+ * the thread as it was without the injector. @return 0, -1 (errno: too large) */
+int ftr_inj_arch_frame(struct ftr_inj_saved *s, uint64_t sigreturn, uint64_t sp, const void *data,
+                       size_t data_len, struct ftr_inj_frame *f);
+/* Where a call returning through the frame at ret_at stops the thread (PTRACE_SYSCALL): the
+ * entry of rt_sigreturn, at *stop_pc with *stop_sp. Its value is lost there. */
+void ftr_inj_arch_sigreturn_stop(uint64_t sigreturn, uint64_t ret_at, uint64_t *stop_pc,
+                                 uint64_t *stop_sp);
+/* For a call whose value is wanted: the two words to write below ret_at, the call's entry sp,
+ * and the system call entry stop where the value is the system call's number. */
+void ftr_inj_arch_value_stub(uint64_t syscall_ret, uint64_t ret_at, uint64_t words[2],
+                             uint64_t *entry_sp, uint64_t *stop_pc, uint64_t *stop_sp);
+/* Sets the registers for fn(a0, a1) from the saved ones, entering with sp entry_sp (its return
+ * address is there); the kernel's system call restart is kept out of it. @return 0, -1 */
 int ftr_inj_arch_set_call(pid_t tid, const struct ftr_inj_saved *s, uint64_t fn, uint64_t entry_sp,
                           uint64_t a0, uint64_t a1);
-/* After a SIGSEGV stop: did the call return to address 0 from entry_sp? Its value in *ret.
- * @return 1 yes, 0 no (a fault of the call itself), -1 (errno) */
-int ftr_inj_arch_returned(pid_t tid, uint64_t entry_sp, uint64_t *ret);
+/* At a system call stop: the thread's pc, sp and system call number. @return 0, -1 (errno) */
+int ftr_inj_arch_at_syscall(pid_t tid, uint64_t *pc, uint64_t *sp, uint64_t *nr);
 /* A reason to refuse the process found in its status text (e.g. a shadow stack), or NULL. */
 const char *ftr_inj_arch_refusal(const char *status);
 

@@ -28,6 +28,13 @@ nothing they can see, and what cannot be done safely must be refused with one li
             which a ptrace stop would count, do not change)
   computer  a program whose only thread computes: refused after the wait, never stopped,
             unharmed
+  killed    the injector SIGKILLed while the call runs (the library's constructor sleeps 300
+            ms): the thread resumes alone through the signal frame the injector left under the
+            call, in a program whose main thread sleeps (a restart block), in the registers
+            loop (ymm0-15 and the kept general registers checked), and in a thread blocked in
+            accept (ERESTARTSYS; the main thread in a futex): the program keeps running,
+            ends with no EINTR, no early return, no register changed, the same stdout as an
+            uninjected run, exit status 0; the library's mark appears (the call completed)
   dlerror   a library dlopen cannot load: exit 2 with dlerror()'s text; the program unharmed,
             and a good library loads after it
   refusals  a dead pid, a zombie, a stopped process, a traced one (a tiny C tracer; strace -f
@@ -99,6 +106,7 @@ class Env:
         mark = ['-DMARKER="%s"' % self.marker, "-shared", "-fPIC"]
         lib = self.cc("libmark.so", ["libmark.c"], mark)
         self.bad = self.cc("libbad.so", ["libmark.c"], mark + ["-DBAD"])
+        self.slow = self.cc("libslow.so", ["libmark.c"], mark + ["-DSLOW_MS=300"])
         # copies, not links: the loader knows a file by its inode
         self.libs = []
         for i in range(injections):
@@ -393,6 +401,63 @@ def unharmed(env, what, t, tracer=0):
     env.check(not [m for m in env.markers() if m[0] == str(pid)], "%s: the library ran" % what)
 
 
+def traced(pid):
+    """is any thread of pid traced?"""
+    try:
+        return any(status(pid, int(t), "TracerPid") not in (None, "0")
+                   for t in os.listdir("/proc/%d/task" % pid))
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def mapped(pid, path):
+    try:
+        with open("/proc/%d/maps" % pid) as f:
+            return any(line.rstrip("\n").endswith(" " + path) for line in f)
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def case_killed(env):
+    for mode in ("simple", "regs", "only:accept"):
+        base = Target(env, "killed-base-" + mode.replace(":", "-"), [env.sleeper, "{DIR}", mode])
+        t = Target(env, "killed-" + mode.replace(":", "-"), [env.sleeper, "{DIR}", mode])
+        pid = t.pid
+        lib = os.path.join(env.bindir, "libslow_%s.so" % mode.replace(":", "-"))
+        shutil.copyfile(env.slow, lib)
+        inj = subprocess.Popen([env.inject_exe, str(pid), lib], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        # the library mapped: the call is under way, its constructor sleeping for 300 ms
+        end = time.time() + 10
+        while not mapped(pid, lib) and inj.poll() is None and time.time() < end:
+            time.sleep(0.001)
+        time.sleep(0.05)
+        running = inj.poll() is None and traced(pid)
+        inj.kill()
+        out, err = inj.communicate(timeout=RUN_TIMEOUT)
+        env.check(running, "killed %s: the injector had ended before its kill: %r %r"
+                  % (mode, out, err))
+        mk = []
+        end = time.time() + 10
+        while not mk and time.time() < end and t.p.poll() is None:
+            mk = [x for x in env.markers() if x[2] == lib and x[0] == str(pid)]
+            time.sleep(0.01)
+        env.check(t.p.poll() is None, "killed %s: the program ended (status %s)"
+                  % (mode, t.p.returncode))
+        env.check(len(mk) == 1, "killed %s: the library's mark: %r" % (mode, mk))
+        env.check(not traced(pid), "killed %s: still traced" % mode)
+        time.sleep(0.1)  # a few more waits after the call
+        rb, ob, eb = base.finish()
+        rt, ot, et = t.finish()
+        env.check(rt == 0 and rb == 0, "killed %s: exit status %s (uninjected: %s), stderr %r"
+                  % (mode, rt, rb, et))
+        env.check(ot == ob and ot and not zero_counts(ot)
+                  and (mode != "regs" or "registers changed: 0\n" in ot),
+                  "killed %s: stdout %r, uninjected %r" % (mode, ot, ob))
+        print("  %-7s injector killed in the call; program: exit %s, %s; mark %s"
+              % (mode + ":", rt, " ".join(ot.split("\n")).strip(), "seen" if mk else "missing"))
+
+
 def case_dlerror(env):
     t = Target(env, "dlerror", [env.sleeper, "{DIR}", "simple"])
     rc, out, err = env.inject(t.pid, env.bad)
@@ -485,8 +550,8 @@ def case_user(env):
     env.check([x[0] for x in env.markers()].count(str(pid)) == 1, "user: the library's mark")
 
 
-CASES = ["sleepers", "registers", "each", "unsafe", "spinner", "computer", "dlerror", "refusals",
-         "user"]
+CASES = ["sleepers", "registers", "each", "unsafe", "spinner", "computer", "killed", "dlerror",
+         "refusals", "user"]
 
 
 def main():

@@ -1,13 +1,16 @@
 /* libmark.c - the library inject_tests.py injects: its constructor appends "PID TID PATH" (the
  * process, the thread that loaded it, the file it was loaded from) to MARKER, a path given at
  * build time (-DMARKER=...). Built with -DBAD, it needs a function nobody defines, so that
- * dlopen(RTLD_NOW) fails. */
+ * dlopen(RTLD_NOW) fails. Built with -DSLOW_MS=N, the constructor first sleeps N ms (a
+ * nanosleep, its own restarts included), so that the injector can be killed while the call
+ * runs. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef BAD
@@ -20,6 +23,11 @@ int needs_it(void)
 
 __attribute__((constructor)) static void mark(void)
 {
+#ifdef SLOW_MS
+    struct timespec d = {SLOW_MS / 1000, (SLOW_MS % 1000) * 1000000L};
+    while (nanosleep(&d, &d) < 0)
+        ;
+#endif
     Dl_info info;
     char *line = malloc(4200); /* the program's malloc, as any library's constructor may */
     if (!line || !dladdr((void *)mark, &info)) return;
