@@ -80,8 +80,8 @@ static __thread int conn_fd __attribute__((tls_model("initial-exec"))) = -1;
 static pid_t server_pid;  /* the process that bound sock_path */
 static char ctl_dir[256]; /* ftr_ctl_dir() as the process started (ftrace-ctl reads environ) */
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-static pthread_mutex_t cmd_lock FTR_FORK_PAGE =
-    PTHREAD_MUTEX_INITIALIZER; /* a request being carried out */
+/* a request being carried out */
+static pthread_mutex_t cmd_lock FTR_FORK_PAGE = PTHREAD_MUTEX_INITIALIZER;
 /* Starting a server and ending the image exclude each other: once ftr_finish ran, the writer
  * thread it stops starts no server (a writer started later, after an exec that failed, may). */
 static pthread_mutex_t start_lock FTR_FORK_PAGE = PTHREAD_MUTEX_INITIALIZER;
@@ -101,8 +101,8 @@ static int parked FTR_FORK_PAGE; /* such a thread waits (under start_lock) */
  * by the recorder (it has it from the child's HELLO) or by the child's writer thread. */
 static int park_efd FTR_FORK_PAGE = -1;
 static int self_unpark FTR_FORK_PAGE; /* it starts itself (under start_lock) */
-static int park_err
-    FTR_FORK_PAGE; /* it could not be made (an errno value): the child has no server */
+/* it could not be made (an errno value): the child has no server */
+static int park_err FTR_FORK_PAGE;
 
 void ftr_control_start(void)
 {

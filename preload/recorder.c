@@ -692,21 +692,24 @@ static int watch(const int *lfds, struct conn *conns, size_t nconns)
     return left;
 }
 
+/* Past a pid at n (decimal, no sign, no leading zero). @return what follows it, or NULL */
+static const char *past_pid(const char *n)
+{
+    if (*n < '1' || *n > '9') return NULL;
+    while (*n >= '0' && *n <= '9')
+        n++;
+    return n;
+}
+
 /* A name the tracer gives its socket files: "PID.sock" (a control server's) or
- * "ftrace-rec-PID-HEX.sock" (a recorder's); PID in decimal without sign or leading zero. */
+ * "ftrace-rec-PID-HEX.sock" (a recorder's). */
 static int our_socket_name(const char *n)
 {
-    if (!strncmp(n, "ftrace-rec-", 11)) {
-        n += 11;
-        if (*n < '1' || *n > '9') return 0;
-        while (*n >= '0' && *n <= '9')
-            n++;
+    int rec = !strncmp(n, "ftrace-rec-", 11);
+    if (!(n = past_pid(rec ? n + 11 : n))) return 0;
+    if (rec) {
         if (*n++ != '-' || !*n) return 0;
         while ((*n >= '0' && *n <= '9') || (*n >= 'a' && *n <= 'f'))
-            n++;
-    } else {
-        if (*n < '1' || *n > '9') return 0;
-        while (*n >= '0' && *n <= '9')
             n++;
     }
     return !strcmp(n, ".sock");

@@ -107,8 +107,6 @@ static int connect_recorder(const char *name)
     return -1;
 }
 
-/* HELLO to the recorder at name, with the region's memfd: a connection of its own, closed
- * after. @return 0, -1 */
 static char hello_err[160]; /* why the last HELLO could not be said */
 
 const char *ftr_recorder_error(void)
@@ -116,6 +114,8 @@ const char *ftr_recorder_error(void)
     return hello_err[0] ? hello_err : "the session's recorder is gone";
 }
 
+/* HELLO to the recorder at name, with the region's memfd: a connection of its own, closed
+ * after. @return 0, -1 (hello_err says why) */
 static int hello(const char *name)
 {
     int memfd = ftr_region_fd();
