@@ -134,6 +134,7 @@ struct image {
     struct image *before; /* the previous image of the same pid: it ends first */
     atomic_int gone;      /* the process is gone (pidfd) */
     atomic_int done;      /* the thread wrote the END (or nothing) */
+    atomic_int released;  /* and then let its lock go */
     atomic_uint children; /* fork children that said HELLO */
     struct ftr_buf first; /* chunks to write before the log's: a fork child's modules */
     uint64_t meta_read;   /* how far the metadata log is written out */
@@ -325,17 +326,25 @@ static int ended(struct image *im)
 }
 
 /* The session's first process (it prints the run's line, and ftrace-run returns when it ends)
- * hears of its END once every other process that has ended is written too: a fork child does
- * not wait for its own (recorder_client.c), so that a report right after the run finds each
- * process that ended written whole. Bounded: CHILDREN_MS without one of them finishing. */
+ * hears of its END once every other process that has ended is written too, and its lock let
+ * go: a fork child does not wait for its own (recorder_client.c), so that a report right after
+ * the run finds each process that ended written whole, and no writer. (Waiting for the END
+ * only left the moment between it and the lock's release, in which the report said "still
+ * being written".) Bounded: CHILDREN_MS without one of them finishing. */
 static void wait_ended_others(struct image *me)
 {
     size_t last = SIZE_MAX;
     for (uint64_t until = mono_ms() + CHILDREN_MS; mono_ms() < until;) {
         size_t pending = 0;
+        int newer = 1; /* g_images is newest first; an image of my pid after an exec of mine
+                        * waits for me here, so I do not wait for it */
         pthread_mutex_lock(&g_lock);
-        for (struct image *o = g_images; o; o = o->next)
-            pending += o != me && !atomic_load(&o->done) && ended(o);
+        for (struct image *o = g_images; o; o = o->next) {
+            if (o == me)
+                newer = 0;
+            else if (!(newer && o->h.pid == me->h.pid))
+                pending += !atomic_load(&o->released) && ended(o);
+        }
         pthread_mutex_unlock(&g_lock);
         if (!pending) return;
         if (pending != last) until = mono_ms() + CHILDREN_MS, last = pending;
@@ -424,6 +433,7 @@ static void run_image(struct image *im)
     if ((uint32_t)im->h.session_id == im->h.pid) wait_ended_others(im);
     pthread_mutex_lock(&g_lock);
     unhold(im->h.pid);
+    atomic_store(&im->released, 1);
     if (told && how == FTR_END_EXEC) linger_until = mono_ms() + 2000;
     pthread_mutex_unlock(&g_lock);
     atomic_store(&h->end_state, FTR_REGION_ENDED);
@@ -555,6 +565,7 @@ static struct image *start_image(const struct ftr_msg_hello *hh, const uint8_t *
         atomic_store(&im->done, 1);
         pthread_mutex_lock(&g_lock);
         unhold(hh->pid);
+        atomic_store(&im->released, 1);
         pthread_mutex_unlock(&g_lock);
         image_unref(im);
     }
