@@ -3,9 +3,10 @@
  * stacks under a hook it interrupted (handlers.h; docs/design.md, "A handler that switched
  * stacks by hand").
  *
- * The list (ftr_tls.sig) is changed by the thread and by its own signal handlers only: an entry
- * is written before the count that takes it in, and a nested handler's entries come and go
- * above the count this one read, so a change it interrupts is never undone.
+ * The list (ftr_tls.sig, in the thread's record: none, sig_cap 0, while it has none) is changed
+ * by the thread and by its own signal handlers only: an entry is written before the count that
+ * takes it in, and a nested handler's entries come and go above the count this one read, so a
+ * change it interrupts is never undone.
  */
 #include "handlers.h"
 #include "shadow.h"
@@ -26,7 +27,7 @@ static inline void frame_context(uintptr_t slot, uintptr_t *sp, uintptr_t *ip)
 
 static int any_interrupted(const struct ftr_tls *t, uint32_t n)
 {
-    for (uint32_t i = 0; i < n && i < FTR_SIG_NEST; i++)
+    for (uint32_t i = 0; i < n && i < t->sig_cap; i++)
         if (t->sig[i].slot & 1) return 1;
     return 0;
 }
@@ -42,7 +43,7 @@ static uint32_t known_class(const struct ftr_tls *t, uintptr_t a)
 void ftr_handler_entered(struct ftr_tls *t, uintptr_t slot, int interrupted)
 {
     uint32_t i = t->sig_n;
-    if (i >= FTR_SIG_NEST) {
+    if (i >= t->sig_cap) {
         if (interrupted) {
             ftr_handler_switched(t);
             return;
@@ -63,10 +64,10 @@ int ftr_handler_returns(struct ftr_tls *t, uintptr_t s)
 {
     uint32_t n = t->sig_n;
     if (!n) return 1; /* its entry was dropped (a jump's), or it entered with the list full */
-    if (n > FTR_SIG_NEST) {
+    if (n > t->sig_cap) {
         /* past what the list holds: its order cannot be told, which only matters while a
          * handler in it interrupted a hook */
-        if (any_interrupted(t, FTR_SIG_NEST)) return 0;
+        if (any_interrupted(t, t->sig_cap)) return 0;
         t->sig_n = n - 1;
         return 1;
     }
@@ -111,7 +112,7 @@ int ftr_handler_returns(struct ftr_tls *t, uintptr_t s)
 
 void ftr_handlers_jump(struct ftr_tls *t, uintptr_t sp)
 {
-    uint32_t n = t->sig_n < FTR_SIG_NEST ? t->sig_n : FTR_SIG_NEST, k = 0;
+    uint32_t n = t->sig_n < t->sig_cap ? t->sig_n : t->sig_cap, k = 0;
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
     uint32_t to = ftr_stack_class(t, sp), from = ftr_stack_class(t, here);
     for (uint32_t i = 0; i < n; i++) {

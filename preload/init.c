@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <cpuid.h>
+#include <link.h>
 
 #include "forkpage.h"
 #include "ftr_env.h"
@@ -813,8 +814,36 @@ static void start(void)
     ftr_control_start();
 }
 
+/* Loaded as the program started (LD_PRELOAD, /etc/ld.so.preload, a DT_NEEDED entry), not
+ * dlopen()ed into a process already running (ftrace-inject, a program's own dlopen): in the
+ * base namespace, before libc, which a library loaded later finds loaded already. */
+static int loaded_at_start(void)
+{
+    Dl_info info;
+    struct link_map *self = NULL;
+    Lmid_t ns = LM_ID_BASE;
+    if (!dladdr1((void *)loaded_at_start, &info, (void **)&self, RTLD_DL_LINKMAP) || !self ||
+        dlinfo(self, RTLD_DI_LMID, &ns) < 0) /* glibc: a handle is its link map */
+        return 1;                            /* cannot tell: as before */
+    if (ns != LM_ID_BASE) return 0;
+    for (const struct link_map *m = self->l_prev; m; m = m->l_prev) {
+        const char *base = strrchr(m->l_name, '/');
+        if (!strncmp(base ? base + 1 : m->l_name, "libc.so", 7)) return 0;
+    }
+    return 1;
+}
+
 __attribute__((constructor)) static void ftr_init(void)
 {
+    if (!loaded_at_start()) {
+        /* Attaching (docs/design.md, "Attaching to a running process") starts differently:
+         * until it is built, nothing here runs on the program's threads, and nothing changes
+         * in its environment, signal actions or text. */
+        ftr_msg("libftrace.so loaded into running process %d: attaching is not built yet; it stays "
+                "dormant",
+                (int)getpid());
+        return;
+    }
     ftr_summary_take_carried();
     start();
     ftr_env_restore(); /* every FTRACE_* variable read: the environment the program was given */

@@ -21,22 +21,49 @@
 __thread unsigned long ftr_view __attribute__((tls_model("initial-exec")));
 
 enum { H_EMPTY, H_WRITING, H_FULL, H_TAKING };
+/* A held process-directed signal: its siginfo whole (sigqueue()'s value, a timer's fields) */
 struct held {
     _Atomic unsigned char st;
     siginfo_t info;
 };
-static __thread struct held theld[FTR_SIGGUARD_MAX] __attribute__((tls_model("initial-exec")));
+/* A held thread-directed one (tgkill()): what such a siginfo carries, kept small, as is every
+ * initial-exec TLS byte of ours (docs/design.md, "Attaching to a running process") */
+struct theld {
+    _Atomic unsigned char st;
+    unsigned char sig;
+    int err;
+    pid_t pid;
+    uid_t uid;
+};
+static __thread struct theld theld[FTR_SIGGUARD_MAX] __attribute__((tls_model("initial-exec")));
 static struct held pheld[FTR_SIGGUARD_MAX];
 
-static void kmask(int how, const sigset_t *set, sigset_t *old)
+/* the kernel's mask, a word (the system call reads and writes that much) */
+static void kmask(int how, const unsigned long *set, unsigned long *old)
 {
     syscall(SYS_rt_sigprocmask, how, set, old, sizeof(unsigned long));
 }
 
-static void hold(struct held *h, int sig, const siginfo_t *si)
+static int step(_Atomic unsigned char *st, unsigned char from, unsigned char to)
 {
-    unsigned char e = H_EMPTY;
-    if (!atomic_compare_exchange_strong(&h->st, &e, H_WRITING)) return;
+    return atomic_load_explicit(st, memory_order_relaxed) == from &&
+           atomic_compare_exchange_strong(st, &from, to);
+}
+
+void ftr_view_hold(int i, int sig, const siginfo_t *si)
+{
+    if (si && si->si_code == SI_TKILL) {
+        struct theld *t = &theld[i];
+        if (!step(&t->st, H_EMPTY, H_WRITING)) return;
+        t->sig = (unsigned char)sig;
+        t->err = si->si_errno;
+        t->pid = si->si_pid;
+        t->uid = si->si_uid;
+        atomic_store_explicit(&t->st, H_FULL, memory_order_release);
+        return;
+    }
+    struct held *h = &pheld[i];
+    if (!step(&h->st, H_EMPTY, H_WRITING)) return;
     if (si) {
         h->info = *si;
     } else {
@@ -46,24 +73,29 @@ static void hold(struct held *h, int sig, const siginfo_t *si)
     h->info.si_signo = sig;
     atomic_store_explicit(&h->st, H_FULL, memory_order_release);
 }
-void ftr_view_hold(int i, int sig, const siginfo_t *si)
-{
-    hold(si && si->si_code == SI_TKILL ? &theld[i] : &pheld[i], sig, si);
-}
 
 static int take(struct held *h, siginfo_t *out)
 {
-    unsigned char f = H_FULL;
-    if (atomic_load_explicit(&h->st, memory_order_relaxed) != H_FULL ||
-        !atomic_compare_exchange_strong(&h->st, &f, H_TAKING))
-        return 0;
+    if (!step(&h->st, H_FULL, H_TAKING)) return 0;
     *out = h->info;
     atomic_store_explicit(&h->st, H_EMPTY, memory_order_release);
     return 1;
 }
+static int take_t(struct theld *t, siginfo_t *out)
+{
+    if (!step(&t->st, H_FULL, H_TAKING)) return 0;
+    memset(out, 0, sizeof *out);
+    out->si_signo = t->sig;
+    out->si_errno = t->err;
+    out->si_code = SI_TKILL;
+    out->si_pid = t->pid;
+    out->si_uid = t->uid;
+    atomic_store_explicit(&t->st, H_EMPTY, memory_order_release);
+    return 1;
+}
 int ftr_view_take(int i, siginfo_t *out)
 {
-    return take(&theld[i], out) || take(&pheld[i], out);
+    return take_t(&theld[i], out) || take(&pheld[i], out);
 }
 
 unsigned long ftr_view_held(void)
@@ -100,7 +132,7 @@ static void resend_held(int all)
         siginfo_t si;
         int sig = ftr_sigguard_signal(i);
         if (!all && (ftr_view_get() & FTR_GBIT(sig))) continue;
-        if (take(&theld[i], &si)) resend(sig, &si);
+        if (take_t(&theld[i], &si)) resend(sig, &si);
         if (take(&pheld[i], &si)) resend(sig, &si);
     }
 }
@@ -168,7 +200,7 @@ void ftr_sigguard_set_view(unsigned long v)
  * signals the view blocks go into the mask for the call, and those held are sent again, to
  * stay pending across it (not in a vfork child: they are its parent's). The exec failed: the
  * mask back (what was sent comes to our handler, to be held again). */
-static __thread sigset_t exec_saved __attribute__((tls_model("initial-exec")));
+static __thread unsigned long exec_saved __attribute__((tls_model("initial-exec")));
 static __thread int exec_blocked __attribute__((tls_model("initial-exec")));
 void ftr_sigguard_exec(int failed)
 {
@@ -177,10 +209,8 @@ void ftr_sigguard_exec(int failed)
         exec_blocked = 0;
         return;
     }
-    sigset_t add;
-    sigemptyset(&add);
-    add.__val[0] = ftr_view_get();
-    exec_blocked = add.__val[0] != 0;
+    unsigned long add = ftr_view_get();
+    exec_blocked = add != 0;
     if (!exec_blocked) return;
     kmask(SIG_BLOCK, &add, &exec_saved);
     if (ftr_sigguard_ours()) resend_held(1);
@@ -191,7 +221,7 @@ int ftr_sigguard_spawn_mask(sigset_t *mask)
     unsigned long v = ftr_view_get();
     if (!v) return 0;
     sigemptyset(mask);
-    kmask(SIG_BLOCK, NULL, mask);
+    kmask(SIG_BLOCK, NULL, &mask->__val[0]);
     mask->__val[0] |= v;
     return 1;
 }

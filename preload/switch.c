@@ -133,7 +133,7 @@ static void park_from(struct ftr_tls *t, uint32_t from)
     while (p > t->shadow_base && (!p[-1].slot || in_chain_from(t, from, p[-1].slot)))
         p--;
     if (p == top) return;
-    struct ftr_park_build b[sizeof t->chain / sizeof t->chain[0]];
+    struct ftr_park_build b[FTR_CHAIN_MAX];
     uint32_t nb = 0;
     for (uint32_t i = from; i < t->chain_n; i++)
         if (t->chain[i] != FTR_STACK_OWN && t->chain[i] != FTR_STACK_UNKNOWN)
@@ -181,7 +181,7 @@ static void runs(struct ftr_tls *t, uintptr_t sp, uint64_t tsc)
         }
     /* deeper than the chain holds: that stack is not followed (its frames stay in the stream
      * until a return suspends them, as without the chain) */
-    if (t->chain_n == sizeof t->chain / sizeof t->chain[0]) return;
+    if (!t->chain || t->chain_n == FTR_CHAIN_MAX) return;
     t->chain[t->chain_n++] = cls;
     if (t->shadow_base) {
         unpark(t, cls);

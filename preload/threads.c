@@ -252,7 +252,28 @@ static void record_release(struct ftr_thread *r)
     r->start_arg = NULL;
     memset(r->name, 0, sizeof r->name);
     r->pth = 0;
+    memset(r->sig, 0, sizeof r->sig); /* as a new thread's TLS held them: zero */
+    memset(r->chain, 0, sizeof r->chain);
     atomic_store(&r->state, REC_FREE);
+}
+
+/* The thread's lists in its record r (NULL: none; then nothing is kept in them). A signal
+ * handler of the thread may run in between: each pointer is there before the count that lets
+ * it be used, and gone after it. */
+static void lists_at(struct ftr_tls *t, struct ftr_thread *r)
+{
+    if (r) {
+        t->sig = r->sig;
+        t->chain = r->chain;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        t->sig_cap = FTR_SIG_NEST;
+    } else {
+        t->sig_cap = 0;
+        t->chain_n = 0;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        t->sig = NULL;
+        t->chain = NULL;
+    }
 }
 
 struct ftr_thread *ftr_thread_of(pthread_t th)
@@ -307,6 +328,7 @@ static int setup(struct ftr_thread *r)
          * private stack (ftr_call_saving); else here (the start wrapper) */
         ftr_stack_bounds_here(r->stack_size, t->slow_sp, &t->stack_lo, &t->stack_hi);
     t->thr = r;
+    lists_at(t, r);
     r->slot = slot_claim(r->tid);
     ftr_thread_name_publish(r);
     t->shadow_base = t->top = r->shadow;
@@ -373,6 +395,7 @@ static void thread_end(struct ftr_thread *r)
         sched_yield();
     t->pos = t->end = NULL;
     t->shadow_base = t->shadow_end = t->top = NULL;
+    lists_at(t, NULL);
     t->thr = NULL;
     ftr_slow_area_free();
     record_release(r);
@@ -425,6 +448,7 @@ void ftr_thread_off(void)
     for (int i = 0; i < 2; i++)
         if (chunks[i]) ftr_release_chunk(chunks[i]);
     t->shadow_base = t->shadow_end = t->top = NULL;
+    lists_at(t, NULL);
     t->thr = NULL;
     ftr_slow_area_free();
     record_release(r);

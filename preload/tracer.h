@@ -93,6 +93,7 @@ enum ftr_tstate {
 struct ftr_chunk;
 struct ftr_thread;
 #define FTR_SIG_NEST 32u
+#define FTR_CHAIN_MAX 31u
 struct ftr_sig_frame {
     uintptr_t slot;   /* its return address slot; bit 0 set: it interrupted a hook */
     uintptr_t sp, ip; /* the context it interrupted, as its signal frame held it at its entry */
@@ -124,8 +125,9 @@ struct ftr_tls {
     uintptr_t stack_lo, stack_hi; /* this thread's own stack (0, 0: unknown) */
     uint32_t rec_depth;           /* recorded frames open (for --max-depth) */
     uintptr_t switch_sp;          /* hooks.c: the frame of the switch under way (FTR_T_SWITCHING) */
-    uint32_t chain_n;       /* hooks.c: stacks resumed one inside another (swapcontext), ... */
-    uint32_t chain[31];     /* ... outermost first: the last one runs (stack classes) */
+    uint32_t chain_n;       /* switch.c: stacks resumed one inside another (swapcontext), ... */
+    uint32_t *chain;        /* ... outermost first: the last one runs (stack classes); in the
+                               thread's record (NULL without one: nothing is kept) */
     uint32_t graph_open;    /* --graph-function roots open */
     uint32_t notrace_open;  /* --notrace functions open */
     uint64_t overruns;      /* calls not hooked because the shadow stack was full */
@@ -134,9 +136,9 @@ struct ftr_tls {
     uint64_t lost_calls;    /* of those, calls whose ENTRY was dropped */
     uint64_t lost_reported; /* of those, already told in a LOST event */
     /* handlers.c: the traced signal handlers running, innermost last (sig_n may count past
-     * what sig holds) */
-    uint32_t sig_n;
-    struct ftr_sig_frame sig[FTR_SIG_NEST];
+     * what sig holds: sig_cap, FTR_SIG_NEST in the thread's record, 0 without one) */
+    uint32_t sig_n, sig_cap;
+    struct ftr_sig_frame *sig;
 };
 /* hooks.c: calls not traced because a signal handler ran them during a coroutine switch (also
  * counted in the threads' overruns) */
@@ -373,6 +375,10 @@ struct ftr_thread {
     pthread_t pth; /* the thread's pthread_t: set by its creator, and at its setup */
     char name[16]; /* as it was named last (names.c) */
     int32_t slot;  /* its slot in the region (region.h), -1: none */
+    /* the thread's lists that its TLS points to (kept out of the initial-exec TLS block, which
+     * a library loaded into a running process must fit in: docs/design.md, "Attaching") */
+    struct ftr_sig_frame sig[FTR_SIG_NEST];
+    uint32_t chain[FTR_CHAIN_MAX];
 };
 
 /* First hook in a thread (reserved: NULL), or the start wrapper before the start routine

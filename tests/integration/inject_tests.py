@@ -43,6 +43,11 @@ nothing they can see, and what cannot be done safely must be refused with one li
             stderr, the program still running and unharmed, traced only by its own tracer
   user      (as root, with setpriv) a process of user nobody: refused to another ordinary user,
             loaded for nobody itself
+  tracer    libftrace.so itself into a program started without it (its initial-exec TLS must
+            fit in what glibc keeps for libraries loaded later: before, "cannot allocate memory
+            in static TLS block"): loaded, mapped, and dormant until attaching is built: one
+            line on stderr, no thread of ours, stdout and exit status as uninjected; and its
+            TLS block within TLS_BUDGET bytes
 
 Every program runs under a timeout. The programs are tests/integration/inject/*.c.
 
@@ -550,8 +555,47 @@ def case_user(env):
     env.check([x[0] for x in env.markers()].count(str(pid)) == 1, "user: the library's mark")
 
 
+# libftrace.so's initial-exec TLS: glibc keeps 1664 bytes of static TLS for every library
+# loaded after the start (glibc.rtld.optional_static_tls 512, and 4 x 192 for its own): the
+# tracer takes well under half, leaving the rest to the program's other such libraries
+TLS_BUDGET = 768
+
+
+def tls_size(lib):
+    r = subprocess.run(["readelf", "-lW", lib], capture_output=True, text=True, check=True)
+    for line in r.stdout.splitlines():
+        f = line.split()
+        if f and f[0] == "TLS":
+            return int(f[5], 16)
+    return 0
+
+
+def case_tracer(env):
+    lib = os.path.join(env.bin, "libftrace.so")
+    size = tls_size(lib)
+    env.check(size <= TLS_BUDGET, "libftrace.so has %d bytes of initial-exec TLS (budget %d)"
+              % (size, TLS_BUDGET))
+    base = Target(env, "tracer-base", [env.sleeper, "{DIR}", "simple"])
+    t = Target(env, "tracer", [env.sleeper, "{DIR}", "simple"])
+    before = sorted(os.listdir("/proc/%d/task" % t.pid))
+    rc, out, err = env.inject(t.pid, lib)
+    env.check(rc == 0 and INJECTED.match(out.strip()) and not err,
+              "libftrace.so: rc %d %r %r" % (rc, out, err))
+    env.check(mapped(t.pid, lib), "libftrace.so not in the program's maps after the injection")
+    after = sorted(os.listdir("/proc/%d/task" % t.pid))
+    env.check(after == before, "threads %s, before %s" % (after, before))
+    rb, ob, eb = base.finish()
+    rt, ot, et = t.finish()
+    want = ("ftrace-run: libftrace.so loaded into running process %d: attaching is not built "
+            "yet; it stays dormant\n" % t.pid)
+    if env.check(rt == rb == 0 and ot == ob and not eb and et == want,
+                 "the program: exit %d (uninjected %d), stdout %r (uninjected %r), stderr %r"
+                 % (rt, rb, ot, ob, et)):
+        print("  libftrace.so (%d bytes of TLS) loaded, dormant" % size)
+
+
 CASES = ["sleepers", "registers", "each", "unsafe", "spinner", "computer", "killed", "dlerror",
-         "refusals", "user"]
+         "refusals", "user", "tracer"]
 
 
 def main():
