@@ -31,7 +31,10 @@
 #     of dl_loop_refilter's, twice, and 15 and 20 of own_rt_handler's and own_sigtrap's: a
 #     driver sends those two the rest, and ctl_tests.py its 300); the one-shot cases are
 #     repeated RUNS times, those that sleep in 10 drivers at once, gprof_sleep with one traced
-#     run of 0.2 s each time.
+#     run of 0.2 s each time; trap_mask's repeats send one cycle of its 4 requests each (its
+#     three threads spin while it runs: 20 requests made it the costliest case of all).
+#   - a run's processes (session_tests.py): its cases that fork and exec loop a tenth as long
+#     (FTR_STRESS_DIV=10: 24 children of 2000 calls, 10 re-execs).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$top/build}
@@ -127,11 +130,11 @@ drivers+=($!)
 drive live-short python3 "$it/live_tests.py" --bin "$build" --quick --repeat "$live_runs" \
   --only "$live_short" &
 drivers+=($!)
-drive live-masks python3 "$it/live_tests.py" --bin "$build" --quick --repeat "$live_runs" \
-  --only "$live_masks" &
+drive live-masks python3 "$it/live_tests.py" --bin "$build" --quick --commands 4 \
+  --repeat "$live_runs" --only "$live_masks" &
 drivers+=($!)
-drive session python3 "$it/session_tests.py" --bin "$build" --flagset gcc-pgfentry \
-  --repeat "$(left 2 1)" --only "$session_cases" &
+FTR_STRESS_DIV=10 drive session python3 "$it/session_tests.py" --bin "$build" \
+  --flagset gcc-pgfentry --repeat "$(left 2 1)" --only "$session_cases" &
 drivers+=($!)
 for i in $(seq "$sleepers"); do
   drive "live-sleep$i" python3 "$it/live_tests.py" --bin "$build" --quick --repeat "$sleep_runs" \

@@ -410,7 +410,7 @@ def case_trap_mask(lv):
                 ctl = Ctl(lv, r.pid)
                 marks = ctl.cycle(r, commands, lv.commands(100, 20), mark_every=4)
             else:
-                time.sleep(0.5)
+                time.sleep(0.1 if lv.quick else 0.5)
                 r.mark()
             traced = r.finish()
             with open(os.path.join(r.dir, "counts")) as f:

@@ -6,7 +6,7 @@
  *                 being written after ftrace-run returned, however long that took. Trees:
  *                 parent {main}, child: tick 30 below main.
  *   plain         main -> tick x 3.
- *   children      main -> 24 fork children at once, each child_work x 20000 and then, by its
+ *   children [W]  main -> 24 fork children at once, each child_work x W (20000) and then, by its
  *                 number i: _exit(0), exit(i), or SIGKILL to itself; all waited for, then the
  *                 parent returns: the report right after must have every child's END.
  *   reexec N      main -> tick, then execv(/proc/self/exe, "reexec", N-1) until N is 0: N + 1
@@ -90,7 +90,7 @@ static int daemon_mode(void)
     exit(0);
 }
 
-static int children_mode(void)
+static int children_mode(long work)
 {
     enum { N = 24 };
     pid_t kids[N];
@@ -98,7 +98,7 @@ static int children_mode(void)
     for (int i = 0; i < N; i++) {
         if ((kids[i] = fork()) < 0) return 1;
         if (kids[i] == 0) {
-            for (int k = 0; k < 20000; k++)
+            for (long k = 0; k < work; k++)
                 child_work();
             if (i % 3 == 0) _exit(0);
             if (i % 3 == 1) exit(i);
@@ -160,7 +160,7 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "daemon")) return daemon_mode();
-    if (!strcmp(mode, "children")) return children_mode();
+    if (!strcmp(mode, "children")) return children_mode(argc > 2 ? atol(argv[2]) : 20000);
     if (!strcmp(mode, "netns")) return netns_mode(argc > 2 ? argv[2] : NULL);
     if (!strcmp(mode, "euid")) return euid_mode();
     if (!strcmp(mode, "static")) {
