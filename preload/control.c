@@ -449,46 +449,6 @@ static void watch_program(int *leader_gone)
     ftr_orphan_exit();
 }
 
-static int server_here(void);
-
-/* The main thread's clear-child-tid word (glibc's, set_tid_address()): the kernel zeroes it
- * when that thread ends, however it ends. */
-static _Atomic pid_t *main_tid_word FTR_FORK_PAGE;
-
-static void main_thread_here(void)
-{
-    void *w = NULL;
-    main_tid_word = prctl(PR_GET_TID_ADDRESS, &w) == 0 ? w : NULL;
-}
-
-static int main_gone(void)
-{
-    _Atomic pid_t *w = main_tid_word;
-    return w && atomic_load_explicit(w, memory_order_relaxed) == 0;
-}
-
-/* A program thread ends (its key destructor, threads.c) after the main thread did by a raw
- * exit system call: it may be the program's last, and then this process would outlive the
- * program by up to the server's second-long look (the server is the thread of ours left). The
- * server is woken at once instead, by a connection to its socket that sends nothing (an empty
- * request, as any client's that gives up), and looks every 5 ms until the program has no
- * thread left. Rare (only once the main thread is gone): a socket, a connect, a close, under
- * the descriptor guard's lock, so that the program's close() or dup2() of the number meanwhile
- * waits (fdguard.c). */
-void ftr_control_thread_ended(void)
-{
-    if (!main_gone() || !server_here()) return;
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    memcpy(sa.sun_path, sock_path, sizeof sa.sun_path);
-    ftr_fd_lock();
-    int fd = (int)syscall(SYS_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd >= 0) {
-        syscall(SYS_connect, fd, (struct sockaddr *)&sa, sizeof sa);
-        syscall(SYS_close, fd);
-    }
-    ftr_fd_unlock();
-}
-
 /* A parked server (a fork child's) waits for the child's image to begin: the writer thread
  * starts it (ftr_control_poll), or, with a recorder, the recorder says so in the region's
  * header (news) and the server starts itself. @return its generation, 0: never (the image
@@ -606,7 +566,6 @@ static void *server_main(void *arg)
         failures = 0;
         serve(now_ms() + CTL_IO_MS);
         close_own(&conn_fd);
-        if (!ftr_writer_tid && main_gone()) watch_program(&leader_gone); /* a poke (below) */
     }
     /* still the current server (it broke): nobody else will remove the socket file */
     if (atomic_compare_exchange_strong(&serving, &me, 0) && !atomic_load(&stopping))
@@ -726,7 +685,6 @@ void ftr_control_cleanup_fast(void)
  * child's writer thread wakes it when the child's image begins (ftr_control_poll). */
 void ftr_control_child_fork(int park)
 {
-    main_thread_here(); /* the forking thread is the child's main thread */
     atomic_store(&requested, 1);
     pthread_mutex_init(&cmd_lock, NULL);
     pthread_mutex_init(&start_lock, NULL);
@@ -778,5 +736,4 @@ void ftr_control_wake_parked(void)
 __attribute__((constructor)) static void control_init(void)
 {
     ftr_ctl_dir((unsigned)geteuid(), ctl_dir, sizeof ctl_dir);
-    main_thread_here(); /* the preload's constructor runs on the main thread */
 }

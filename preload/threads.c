@@ -400,7 +400,6 @@ static void thread_end(struct ftr_thread *r)
     ftr_slow_area_free();
     record_release(r);
     ftr_wake_writer();
-    ftr_control_thread_ended();
 }
 
 static void thread_destructor(void *arg)

@@ -496,8 +496,6 @@ void ftr_control_cleanup(void) FTR_HIDDEN; /* ftr_finish: remove the socket, sto
 void ftr_control_cleanup_fast(void) FTR_HIDDEN; /* the same, with no lock and no wait (_exit) */
 /* fork child: forget the parent's server; park: make the child's own, parked until wanted */
 void ftr_control_child_fork(int park) FTR_HIDDEN;
-/* threads.c: a thread of the program ends (wakes the server if the main thread is gone) */
-void ftr_control_thread_ended(void) FTR_HIDDEN;
 /* fork child: the eventfd that wakes its parked server (make 1: made now if need be; 0: as
  * it is; -1: closed), for the recorder (the child's HELLO carries it); -1 if none */
 int ftr_control_child_wake_fd(int make) FTR_HIDDEN;

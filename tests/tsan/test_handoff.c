@@ -140,7 +140,6 @@ const char *ftr_recorder_error(void)
 {
     return "no recorder in this test";
 }
-void ftr_control_thread_ended(void) {}
 void ftr_output_lock(void) {}
 void ftr_output_release(void) {}
 void ftr_program_watch(int open_it)
