@@ -838,10 +838,9 @@ __attribute__((constructor)) static void ftr_init(void)
     if (!loaded_at_start()) {
         /* Attaching (docs/design.md, "Attaching to a running process") starts differently:
          * until it is built, nothing here runs on the program's threads, and nothing changes
-         * in its environment, signal actions or text. */
-        ftr_msg("libftrace.so loaded into running process %d: attaching is not built yet; it stays "
-                "dormant",
-                (int)getpid());
+         * in its environment, signal actions or text. Not even a line: on the program's
+         * stderr, a pipe without a reader would kill it (SIGPIPE) and a full one would hang
+         * it inside dlopen(), the loader's lock held. */
         return;
     }
     ftr_summary_take_carried();

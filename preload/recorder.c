@@ -135,6 +135,7 @@ struct image {
     atomic_int gone;      /* the process is gone (pidfd) */
     atomic_int done;      /* the thread wrote the END (or nothing) */
     atomic_int released;  /* and then let its lock go */
+    atomic_int awaiting;  /* in between: waits for its fork children's HELLOs */
     atomic_uint children; /* fork children that said HELLO */
     struct ftr_buf first; /* chunks to write before the log's: a fork child's modules */
     uint64_t meta_read;   /* how far the metadata log is written out */
@@ -330,7 +331,10 @@ static int ended(struct image *im)
  * go: a fork child does not wait for its own (recorder_client.c), so that a report right after
  * the run finds each process that ended written whole, and no writer. (Waiting for the END
  * only left the moment between it and the lock's release, in which the report said "still
- * being written".) Bounded: CHILDREN_MS without one of them finishing. */
+ * being written".) Not for a process that waits for its fork children's HELLOs: a child
+ * killed before its HELLO never says it, and that wait is bounded by CHILDREN_MS of its own
+ * (the report then says "still being written" for that moment, as before). Bounded:
+ * CHILDREN_MS without one of them finishing. */
 static void wait_ended_others(struct image *me)
 {
     size_t last = SIZE_MAX;
@@ -343,7 +347,7 @@ static void wait_ended_others(struct image *me)
             if (o == me)
                 newer = 0;
             else if (!(newer && o->h.pid == me->h.pid))
-                pending += !atomic_load(&o->released) && ended(o);
+                pending += !atomic_load(&o->released) && !atomic_load(&o->awaiting) && ended(o);
         }
         pthread_mutex_unlock(&g_lock);
         if (!pending) return;
@@ -425,11 +429,14 @@ static void run_image(struct image *im)
     /* The process's lock goes once the children it forked have said HELLO (bounded: a fork
      * that failed has none; each child holds its own from then on), and before the process
      * hears that its END is written: a report right after the process ends finds it free. */
+    /* not waited for by the first process meanwhile (only while there is such a wait) */
+    atomic_store(&im->awaiting, atomic_load(&im->children) < atomic_load(&h->forking));
     for (uint64_t until = mono_ms() + CHILDREN_MS;
          atomic_load(&im->children) < atomic_load(&h->forking) && mono_ms() < until;) {
         struct timespec d = {0, 1000000};
         nanosleep(&d, NULL);
     }
+    atomic_store(&im->awaiting, 0);
     if ((uint32_t)im->h.session_id == im->h.pid) wait_ended_others(im);
     pthread_mutex_lock(&g_lock);
     unhold(im->h.pid);

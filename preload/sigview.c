@@ -26,7 +26,7 @@ struct held {
     _Atomic unsigned char st;
     siginfo_t info;
 };
-/* A held thread-directed one (tgkill()): what such a siginfo carries, kept small, as is every
+/* A held thread-directed one (SI_TKILL): what such a siginfo carries, kept small, as is every
  * initial-exec TLS byte of ours (docs/design.md, "Attaching to a running process") */
 struct theld {
     _Atomic unsigned char st;
@@ -34,6 +34,7 @@ struct theld {
     int err;
     pid_t pid;
     uid_t uid;
+    union sigval value; /* a thread may send itself SI_TKILL with one (rt_tgsigqueueinfo) */
 };
 static __thread struct theld theld[FTR_SIGGUARD_MAX] __attribute__((tls_model("initial-exec")));
 static struct held pheld[FTR_SIGGUARD_MAX];
@@ -59,6 +60,7 @@ void ftr_view_hold(int i, int sig, const siginfo_t *si)
         t->err = si->si_errno;
         t->pid = si->si_pid;
         t->uid = si->si_uid;
+        t->value = si->si_value;
         atomic_store_explicit(&t->st, H_FULL, memory_order_release);
         return;
     }
@@ -90,6 +92,7 @@ static int take_t(struct theld *t, siginfo_t *out)
     out->si_code = SI_TKILL;
     out->si_pid = t->pid;
     out->si_uid = t->uid;
+    out->si_value = t->value;
     atomic_store_explicit(&t->st, H_EMPTY, memory_order_release);
     return 1;
 }
