@@ -735,5 +735,7 @@ void ftr_control_wake_parked(void)
 
 __attribute__((constructor)) static void control_init(void)
 {
+    int e = errno;
     ftr_ctl_dir((unsigned)geteuid(), ctl_dir, sizeof ctl_dir);
+    errno = e;
 }

@@ -564,10 +564,12 @@ static void disarm_gprof(void)
 
 static int main_wrapper(int argc, char **argv, char **envp)
 {
+    int e = errno; /* main finds it as the program's start and constructors left it */
     if (ftr_g.ready) {
         on_exit(on_exit_handler, NULL);
         disarm_gprof();
     }
+    errno = e;
     return real_main(argc, argv, envp);
 }
 
@@ -835,16 +837,19 @@ static int loaded_at_start(void)
 
 __attribute__((constructor)) static void ftr_init(void)
 {
+    int e = errno; /* as it was (C: 0 at the start), whatever start-up did */
     if (!loaded_at_start()) {
         /* Attaching (docs/design.md, "Attaching to a running process") starts differently:
          * until it is built, nothing here runs on the program's threads, and nothing changes
          * in its environment, signal actions or text. Not even a line: on the program's
          * stderr, a pipe without a reader would kill it (SIGPIPE) and a full one would hang
          * it inside dlopen(), the loader's lock held. */
+        errno = e;
         return;
     }
     ftr_summary_take_carried();
     start();
     ftr_env_restore(); /* every FTRACE_* variable read: the environment the program was given */
     if (!ftr_g.ready) ftr_summary_untraced(); /* a chain of images that ends here */
+    errno = e;
 }

@@ -6,7 +6,9 @@
  *   blocked   a thread blocked in read() on a pipe and one in nanosleep() during start-up: the
  *             program must see no EINTR. trees: main {main, main;work, main;work;leaf 10};
  *             reader {rd_done}; sleeper {sl_done} (their start routines began before patching).
+ * Both print errno as main() finds it: 0 (traced as untraced).
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,6 +34,9 @@ NOINLINE long work(void)
 
 int main(int argc, char **argv)
 {
+    /* C: errno is 0 at the program's start, whatever a preload's constructor did (compared
+     * with the untraced run's) */
+    printf("errno at main: %d\n", errno);
     const char *mode = argc > 1 ? argv[1] : "";
     long s = work();
     KEEP(s);
