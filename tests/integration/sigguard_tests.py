@@ -167,6 +167,13 @@ def test_raise_rt(r):
          ["raise hits=1 code=-6 shim=1", "end"])
 
 
+def test_held_value(r):
+    (_, pout), (_, sout) = r.both("held-value")
+    same("held-value plain", pout,
+         ["held-value before=0 hits=1 code=-6 value=43 pid=1234 uid=5678 errno=7", "end"])
+    same("held-value shim: a held SI_TKILL signal keeps what it was sent", pout, sout)
+
+
 def test_endings(r):
     for mode, rc in [("trap-default", -signal.SIGTRAP), ("trap-ign", -signal.SIGTRAP),
                      ("trap-resethand", -signal.SIGTRAP), ("rt-default", -RT7), ("rt-ign", 0),
@@ -229,7 +236,8 @@ def main():
     try:
         r = Runner(*build(a.cc, tmp))
         for t in [test_blocked_trap, test_handler_mask, test_readback, test_masks, test_waits,
-                  test_raise_rt, test_endings, test_processes, test_late, test_stress]:
+                  test_raise_rt, test_held_value, test_endings, test_processes, test_late,
+                  test_stress]:
             t(r)
     finally:
         if a.keep:

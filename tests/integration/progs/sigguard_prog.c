@@ -9,6 +9,8 @@
  *   waits          ppoll, __ppoll_chk, pselect, epoll_pwait(2) (and, with "suspend", sigsuspend)
  *                  with everything blocked, while a thread sends RT7
  *   raise-rt       raise(RT7) reaches the program's handler once
+ *   held-value     RT7 sent to itself with SI_TKILL and a value, blocked, then unblocked: the
+ *                  handler finds the value, pid, uid and errno it was sent
  *   trap-default, trap-ign, trap-resethand, rt-default, rt-ign, raw-reinstall (SIGTRAP's
  *                  kernel action read with a raw rt_sigaction and set with sigaction, then
  *                  int3): how the process ends
@@ -71,6 +73,19 @@ static void print_blocked(const char *what)
 {
     printf("%s-blk usr1=%d trap=%d rt7=%d\n", what, proc_bit("SigBlk:", SIGUSR1),
            proc_bit("SigBlk:", SIGTRAP), proc_bit("SigBlk:", RT7));
+}
+
+/* held-value: what the handler of a held thread-directed signal finds in its siginfo */
+static volatile int seen_value, seen_pid, seen_uid, seen_errno;
+static void on_value(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig, (void)uc;
+    hits++;
+    last_code = si->si_code;
+    seen_value = si->si_value.sival_int;
+    seen_pid = si->si_pid;
+    seen_uid = (int)si->si_uid;
+    seen_errno = si->si_errno;
 }
 
 static void on_info(int sig, siginfo_t *si, void *uc)
@@ -340,12 +355,17 @@ static void m_waits(int suspend)
     }
 }
 
+static void only(sigset_t *set, int sig)
+{
+    sigemptyset(set);
+    sigaddset(set, sig);
+}
+
 static void m_processes(void)
 {
     sigset_t none, one;
     sigemptyset(&none);
-    sigemptyset(&one);
-    sigaddset(&one, SIGTRAP);
+    only(&one, SIGTRAP);
     install(SIGTRAP, on_info, 0, &none);
     fflush(stdout);
     pid_t p = vfork();
@@ -463,6 +483,30 @@ static void m_late(void)
     printf("late-int3 hits=%d shim=%d\n", hits, shim(SIGTRAP));
 }
 
+/* A thread sends itself RT7 with SI_TKILL and a value (rt_tgsigqueueinfo), blocked in its
+ * view, then unblocks it: its handler finds every field it was sent. */
+static void m_held_value(void)
+{
+    sigset_t none, rt;
+    sigemptyset(&none);
+    only(&rt, RT7);
+    install(RT7, on_value, 0, &none);
+    sigprocmask(SIG_BLOCK, &rt, NULL);
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    si.si_signo = RT7;
+    si.si_code = SI_TKILL;
+    si.si_errno = 7;
+    si.si_pid = 1234;
+    si.si_uid = 5678;
+    si.si_value.sival_int = 43;
+    syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid), RT7, &si);
+    int before = hits;
+    sigprocmask(SIG_UNBLOCK, &rt, NULL);
+    printf("held-value before=%d hits=%d code=%d value=%d pid=%d uid=%d errno=%d\n", before, hits,
+           last_code, seen_value, seen_pid, seen_uid, seen_errno);
+}
+
 int main(int argc, char **argv)
 {
     struct rlimit nocore = {0, 0};
@@ -488,6 +532,8 @@ int main(int argc, char **argv)
         m_masks();
     else if (!strcmp(m, "waits"))
         m_waits(argc > 2 && !strcmp(argv[2], "suspend"));
+    else if (!strcmp(m, "held-value"))
+        m_held_value();
     else if (!strcmp(m, "raise-rt")) {
         install(RT7, on_info, 0, &none);
         raise(RT7);
