@@ -18,12 +18,12 @@
 #   - the behaviour cases of threads, signals, coroutines, jumps, cancellation, processes and
 #     exits (behaviours.py): each suite runs them in 5 configurations, at -O0 and -O2 (-O2 only
 #     for some: 5 runs; the costly ones in full in the base configuration, a tenth as long in
-#     the others); two drivers run the rest (-O2, through and hooked). The -O2-only cases
-#     and the base-only ones (the tracer's own descriptors: 2 runs per suite) get drivers of
-#     their own. The drivers
+#     the others; 9 for the costliest, run in full at -O2 only); two drivers run the rest (-O2,
+#     through and hooked). The -O2-only cases and the base-only ones (the tracer's own
+#     descriptors: 1 run per suite) get drivers of their own. The drivers
 #     set FTR_STRESS_DIV=10: the costly cases loop a tenth as long (progs/behave.h's scaled(),
 #     their expectations alike), so that the runs, not the loops, are what is repeated; a
-#     repeat leaves out the --chrome view (behaviours.py run_case).
+#     repeat leaves out the views beside the graph (behaviours.py run_case).
 #   - the end-to-end cases of exits and threads (run_integration.py: 14 configurations and 2
 #     levels per suite): one driver runs the rest.
 #   - live control (live_tests.py, ctl_tests.py): the cases that send ftrace-ctl requests to a
@@ -81,9 +81,9 @@ left() { # what the suites leave of RUNS (the suites run a case $1 times each), 
   echo $((n < 1 ? 1 : n))
 }
 stack_runs=$(left 8 2)
-case_runs=$(left 10 2)
+case_runs=$(left 9 2)
 o2_runs=$(left 5 1)
-base_runs=$(left 2 1)
+base_runs=$(left 1 1)
 it_runs=$(left 28 1)
 live_runs=$(left 1 1)
 sleepers=10
@@ -144,7 +144,8 @@ done
 drive ctl python3 "$it/ctl_tests.py" --bin "$build" &
 drivers+=($!)
 status=0
-LOAD=0 BUILD_DIR=$build "$top/scripts/soak.sh" "$suites" & # in the background: a signal ends the wait
+# (the report's fuzzer, which is no nondeterministic case of the tracer's, 10 s of its 30 in each)
+FTR_FUZZ_TIME=10 LOAD=0 BUILD_DIR=$build "$top/scripts/soak.sh" "$suites" & # in the background: a signal ends the wait
 drivers+=($!)
 for p in "${drivers[@]}"; do wait "$p" || status=1; done
 echo "== per driver: stacks $stack_runs runs per mode, behaviours $case_runs per case (-O2-only"

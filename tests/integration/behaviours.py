@@ -22,7 +22,8 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import buildcache  # noqa: E402
 from run_integration import (FLAGSETS, PROGS, arg_parser, check_chrome, compare_runs,  # noqa: E402
-                             parse_graph_sections, run_matrix, same_trees, scaled)
+                             STRESS_DIV, parse_graph_sections, run_matrix, same_trees,
+                             scaled)
 
 CXX = {"gcc": "g++", "clang": "clang++"}
 TIMEOUT = 60
@@ -69,6 +70,21 @@ BASE_FLAGSET = "gcc-pgfentry"
 def base_config(flagset):
     return (flagset == BASE_FLAGSET and not VALUES_ENV
             and os.environ.get("FTRACE_EXIT", "through") == "through")
+
+
+# The costly cases (loops that scaled() shortens) run in full at -O2 only in the base
+# configuration: at -O0 they run a tenth as long in each other configuration (FTR_STRESS_DIV=10),
+# where the code's shape is what differs; at full length, what is stressed is the tracer.
+FULL_AT_O2_ONLY = {"threads-churn", "hostile-sigswitch", "proc-many"}
+
+
+def full_views(flagset):
+    """Whether the views beside the graph (the --chrome view checked against the graph, the
+    whole report with library calls) are checked: in the base configuration, the mcount flag
+    set (every return hooked: other exits in the trace), and with values (arguments in the
+    JSON). They are the report's own consistency on the trace; the other configurations check
+    the graph, and the library calls of the cases that must show some (LIBCALLS)."""
+    return base_config(flagset) or flagset == "gcc-pg" or bool(VALUES_ENV)
 
 
 # The library calls these cases must show (their own, which never return or return twice
@@ -1095,11 +1111,11 @@ CASES = {
     "limit-fdreuse": Case("blimits.c", ["reuse"], exact(
         [{"main": 1, "main;phase1": scaled(20000),
           "main;phase1;leaf": scaled(20000)}]),
-        env={"FTRACE_FLUSH_MS": "1"}, base_only=True),
+        env={"FTRACE_FLUSH_MS": "1"}, base_only=True, opts=("O2",)),
     # the same while the control server accepts connection after connection
     "limit-ctlreuse": Case("blimits.c", ["ctlreuse"], exact(
         [{"main": 1, "main;phase1": scaled(5000), "main;phase1;leaf": scaled(5000)}]),
-        base_only=True),
+        base_only=True, opts=("O2",)),
     # ... and after a thread was cancelled inside close()
     "limit-cancelclose": Case("blimits.c", ["cancelclose"], exact(
         [{"main": 1, "main;phase1": 100, "main;phase1;leaf": 100}])),
@@ -1182,9 +1198,9 @@ def mcount_shaped(flagset):
 def run_case(flagset, opt, name, case, work, run_bin, report_bin, bases=None):
     """One case's untraced and traced runs and every check; bases (a dict, --repeat): the
     untraced run of each case, kept for the repeats (a program that answers differently from
-    one run to the next fails its case anyway). A repeat leaves out the check of the --chrome
-    view against the graph (the report's own consistency, which its first run checked; the
-    JSON is the largest text a case makes)."""
+    one run to the next fails its case anyway). A repeat leaves out the views beside the graph
+    (full_views(): the report's own consistency, which its first run checked; the JSON is the
+    largest text a case makes)."""
     tag = "%s/%s/%s" % (flagset, opt, name)
     traced = None
     t0 = time.monotonic()
@@ -1216,7 +1232,8 @@ def run_case(flagset, opt, name, case, work, run_bin, report_bin, bases=None):
             return rep.stdout
         case.check(Result(base, traced, sections, cwd, info, facts,
                           report_err=rep.stderr if case.report else ""))
-        if case.report:
+        short = name.split("/")[-1]
+        if case.report and not repeat and (full_views(flagset) or short in LIBCALLS):
             # the whole report, library calls included, nests too
             args = [a for a in REPORT_ARGS if a != "--no-libcall"]
             full = run([report_bin] + args + case.graph_args + [trace], cwd)
@@ -1227,10 +1244,10 @@ def run_case(flagset, opt, name, case, work, run_bin, report_bin, bases=None):
                     called |= {path.split(";")[-1] for path in tree}
                 for st in sec.open.values():
                     called |= set(st)
-            missing = [n for n in LIBCALLS.get(name.split("/")[-1], ()) if n not in called]
+            missing = [n for n in LIBCALLS.get(short, ()) if n not in called]
             assert not missing, "library calls not in the report: %s (it has %s)" % (
                 missing, sorted(called))
-        if case.report and not repeat:
+        if case.report and not repeat and full_views(flagset):
             ch = run([report_bin] + REPORT_ARGS + ["--chrome", trace], cwd)
             assert ch.returncode == 0, "ftrace-report --chrome failed: %s" % ch.stderr
             chrome_open = check_chrome(ch.stdout, skipped)
@@ -1295,6 +1312,7 @@ def main():
     return run_matrix(a, CASES, repeated, "ftr-bh-",
                       lambda name, case, opt: opt in case.opts and cc in case.compilers and
                       (base_config(a.flagset) or not case.base_only) and
+                      not (opt == "O0" and STRESS_DIV == 1 and name in FULL_AT_O2_ONLY) and
                       (not only or any(picked(name, n) for n in only)))
 
 
