@@ -408,6 +408,12 @@ void ftr_stw_ignore(int tid);
 /*! ftr_stw_others() : @return the number of threads of this process that may run its code
  *  now: all but the caller, the ignored ones and zombies (-1 when /proc cannot be read). */
 int ftr_stw_others(void);
+/*! ftr_stw_others_listed() : the same from dfd, an open /proc/<pid>/task read again from its
+ *  start (no other descriptor is opened: it works after a chroot(), and makes no descriptor
+ *  that a program thread could close or dup2() onto meanwhile), leaving out the leader (a
+ *  zombie once the main thread has ended) too; a thread that is ending is still counted.
+ *  @return the number, or -1 when the list cannot be read whole. */
+int ftr_stw_others_listed(int dfd, pid_t leader);
 /*! ftr_stw_blocking_running() : @return a thread (not the caller, an ignored one or a zombie)
  *  that runs with sig blocked, not asleep in a system call; 0 when there is none. */
 int ftr_stw_blocking_running(int sig);

@@ -355,14 +355,15 @@ static int signal_new_threads(int gen, pid_t self)
 
 /* Calls fn(tid, arg) for every thread of this process but the caller and the ignored ones,
  * until fn returns non-zero. @return that value, 0, or -1 when /proc cannot be read. */
-static int for_each_other_thread(int (*fn)(pid_t tid, void *arg), void *arg)
+static int for_each_in(int given, int (*fn)(pid_t tid, void *arg), void *arg)
 {
-    int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int dfd = given >= 0 ? given : open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) return -1;
+    if (given >= 0 && lseek(dfd, 0, SEEK_SET) != 0) return -1;
     pid_t self = (pid_t)syscall(SYS_gettid);
     int rc = 0;
     char dents[4096] __attribute__((aligned(8)));
-    long nread;
+    long nread = 0;
     while (!rc && (nread = syscall(SYS_getdents64, dfd, dents, sizeof dents)) > 0)
         for (long off = 0; off < nread && !rc;) {
             struct linux_dirent64 *de = (struct linux_dirent64 *)(dents + off);
@@ -373,8 +374,14 @@ static int for_each_other_thread(int (*fn)(pid_t tid, void *arg), void *arg)
                 ign = atomic_load(&ignored[i]) == tid;
             if (!ign) rc = fn(tid, arg);
         }
-    close(dfd);
+    if (!rc && nread < 0) rc = -1; /* not "no thread left": the list was not read whole */
+    if (given < 0) close(dfd);
     return rc;
+}
+
+static int for_each_other_thread(int (*fn)(pid_t tid, void *arg), void *arg)
+{
+    return for_each_in(-1, fn, arg);
 }
 
 static int count_live(pid_t tid, void *arg)
@@ -392,6 +399,24 @@ int ftr_stw_others(void)
 {
     int others = 0;
     return for_each_other_thread(count_live, &others) < 0 ? -1 : others;
+}
+
+struct listed {
+    pid_t leader;
+    int n;
+};
+
+static int count_listed(pid_t tid, void *arg)
+{
+    struct listed *l = arg;
+    if (tid != l->leader) l->n++;
+    return 0;
+}
+
+int ftr_stw_others_listed(int dfd, pid_t leader)
+{
+    struct listed l = {leader, 0};
+    return for_each_in(dfd, count_listed, &l) < 0 ? -1 : l.n;
 }
 
 /* @return tid when it runs (not asleep in a system call, not a zombie) with *sig blocked */

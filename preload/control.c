@@ -432,19 +432,32 @@ static void start_server(void);
 
 /* With no writer thread (a recorder writes), the server is the thread of ours that would keep
  * the process alive once every thread of the program has ended (writer.c says what happens
- * then): it looks, each second, then often once the main thread is gone. Through a descriptor
- * of its own table. */
+ * then): it looks, each second, then often once the main thread is gone. Through descriptors
+ * of its own table, opened as it starts (before main(): a program that chroot()s where there
+ * is no /proc never ended). */
 static __thread int stat_fd __attribute__((tls_model("initial-exec"))) = -1;
+static __thread int task_fd __attribute__((tls_model("initial-exec"))) = -1;
+
+static void watch_open(void)
+{
+    if (stat_fd < 0) stat_fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (task_fd < 0) task_fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
 
 static void watch_program(int *leader_gone)
 {
     ftr_threads_housekeep(); /* threads that ended without a word, meanwhile */
     /* A main thread that called pthread_exit() has a watcher of its own (ftr_orphan_watch):
      * exit(0) flushes the program's stdio through the program's descriptors, which this
-     * thread's table does not have. After a raw exit system call, glibc runs nothing. */
-    if (ftr_main_pthread_exited) return;
-    if (stat_fd < 0) stat_fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (stat_fd < 0 || !ftr_program_gone_read(stat_fd, leader_gone)) return;
+     * thread's table does not have; this one looks only when the watcher cannot, and tells
+     * it. After a raw exit system call, glibc runs nothing. */
+    int pthread_exited = ftr_main_pthread_exited;
+    if (pthread_exited && !ftr_orphan_watch_blind()) return;
+    if (stat_fd < 0 || task_fd < 0 || !ftr_program_gone_read(stat_fd, task_fd, leader_gone)) return;
+    if (pthread_exited) {
+        ftr_orphan_seen_gone();
+        return;
+    }
     ftr_writer_stop(ftr_end_orphaned());
     ftr_orphan_exit();
 }
@@ -527,10 +540,12 @@ static void *server_main(void *arg)
         bound(2);
         return NULL;
     }
-    bound(1);
     listen_fd = own_table(listen_fd);
+    /* before main() runs (the constructor waits for bound()): it may chroot() */
     int sig_fd = ftr_ctlsig_open(0); /* signals sent to this thread alone (ctlsig.c) */
-    int failures = 0;                /* in a row: past a few, slow down (never spin) */
+    watch_open();
+    bound(1);
+    int failures = 0; /* in a row: past a few, slow down (never spin) */
     int leader_gone = 0;
     while (atomic_load(&gen) == me && failures < 1000) {
         struct pollfd p[2] = {{.fd = listen_fd, .events = POLLIN},

@@ -88,15 +88,24 @@ static int own(int fd, int *var)
     return *var;
 }
 
+/* /proc/thread-self/status, opened at first use (not under lock(): the guard's own) */
+static void status_open(void)
+{
+    if (status_fd < 0) own(open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC), &status_fd);
+}
+
 int ftr_ctlsig_open(int in_program_table)
 {
     sigset_t none;
     sigemptyset(&none);
     shared = in_program_table;
     own(signalfd(-1, &none, SFD_CLOEXEC | SFD_NONBLOCK), &sig_fd);
-    /* every signal to start with: the status file is read (and opened) at the first wake-up,
-     * not here (a fork child's parked server would pay for it at every fork) */
+    /* every signal to start with: in the program's table, the status file is read (and
+     * opened) at the first wake-up, not here (a fork child's parked server would pay for it at
+     * every fork); the server opens it now, before the program could chroot() where there is
+     * no /proc */
     if (sig_fd >= 0) set_mask(sig_fd, 0);
+    if (sig_fd >= 0 && !shared) status_open();
     return sig_fd;
 }
 
@@ -117,18 +126,17 @@ void ftr_ctlsig_close(void)
     }
 }
 
-/* /proc/thread-self/status, opened at first use (not under lock(): the guard's own) */
-static void status_open(void)
-{
-    if (status_fd < 0) own(open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC), &status_fd);
-}
+/* Without the status file (a chroot() without /proc), nothing is taken: a signal pending for
+ * the process would keep the signalfd readable, and the thread spinning */
+#define TAKE_NOTHING (~(uint64_t)0)
 
 void ftr_ctlsig_refresh(void)
 {
     uint64_t mine, shared_pnd;
     status_open();
     lock();
-    if (sig_fd >= 0 && pending(&mine, &shared_pnd) == 0) set_mask(sig_fd, shared_pnd & ~mine);
+    if (sig_fd >= 0)
+        set_mask(sig_fd, pending(&mine, &shared_pnd) == 0 ? shared_pnd & ~mine : TAKE_NOTHING);
     unlock();
 }
 
@@ -189,6 +197,7 @@ void ftr_ctlsig_take(void)
     status_open();
     lock();
     int got = sig_fd >= 0 && pending(&mine, &shared_pnd) == 0;
+    if (!got && sig_fd >= 0) set_mask(sig_fd, TAKE_NOTHING);
     unlock();
     if (!got) return;
     int saved = errno;

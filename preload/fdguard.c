@@ -50,7 +50,7 @@ void ftr_fd_lock_reset(void)
     pthread_mutex_init(&fd_lock, NULL);
 }
 
-#define MAX_PROTECTED 6
+#define MAX_PROTECTED 8
 static int *_Atomic protected_fds[MAX_PROTECTED]; /* variables holding descriptors of ours */
 
 void ftr_fd_protect(int *fd)

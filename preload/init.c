@@ -233,7 +233,26 @@ int ftr_finish(uint32_t how, int code)
  * of the program has ended since: without our threads the process would be over (glibc's last
  * thread calls exit(0); the kernel ends a group with no thread left). */
 static int stat_fd = -1; /* /proc/<pid>/stat, above the program's numbers; guarded by fdguard.c */
+static int task_fd = -1; /* /proc/<pid>/task, alike */
 static pid_t stat_pid;
+
+static void unwatch(int *fd)
+{
+    if (*fd < 0) return;
+    ftr_fd_unprotect(fd);
+    close(*fd);
+    *fd = -1;
+}
+
+static int open_high(const char *fmt, pid_t pid, int flags)
+{
+    char path[64];
+    snprintf(path, sizeof path, fmt, (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | flags);
+    int high = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 512) : -1;
+    if (fd >= 0) close(fd);
+    return high;
+}
 
 /* Opened where no other thread of the program runs (the constructor, a fork child's handler),
  * then kept, also across an exec that failed (it is the same process): a descriptor born while
@@ -244,41 +263,41 @@ void ftr_program_watch(int open_it)
 {
     pid_t pid = (pid_t)ftr_getpid();
     if (stat_fd >= 0 && stat_pid == pid) return;
-    if (stat_fd >= 0) {
-        ftr_fd_unprotect(&stat_fd);
-        close(stat_fd); /* a fork child: the parent's */
-        stat_fd = -1;
-    }
+    unwatch(&stat_fd); /* a fork child: the parent's */
+    unwatch(&task_fd);
     if (!open_it) return;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    int high = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 512) : -1;
-    if (fd >= 0) close(fd);
-    if (high < 0) return;
-    stat_fd = high;
+    stat_fd = open_high("/proc/%d/stat", pid, 0);
+    task_fd = open_high("/proc/%d/task", pid, O_DIRECTORY);
+    if (stat_fd < 0 || task_fd < 0) { /* a chroot() without /proc: the server looks (control.c) */
+        if (stat_fd >= 0) close(stat_fd);
+        if (task_fd >= 0) close(task_fd);
+        stat_fd = task_fd = -1;
+        return;
+    }
     stat_pid = pid;
     ftr_fd_protect(&stat_fd);
+    ftr_fd_protect(&task_fd);
 }
 
-static int program_gone(ssize_t n, char *buf, int *leader_gone);
+static int program_gone(ssize_t n, char *buf, int *leader_gone, int task);
 
 int ftr_program_gone(int *leader_gone)
 {
     char buf[1024];
-    ftr_fd_lock(); /* the number stays ours while it is read */
+    ftr_fd_lock(); /* the numbers stay ours while they are read */
     ssize_t n = stat_fd >= 0 ? pread(stat_fd, buf, sizeof buf - 1, 0) : -1;
+    int gone = n > 0 && program_gone(n, buf, leader_gone, task_fd);
     ftr_fd_unlock();
-    return program_gone(n, buf, leader_gone);
+    return gone;
 }
 
-int ftr_program_gone_read(int fd, int *leader_gone)
+int ftr_program_gone_read(int fd, int task, int *leader_gone)
 {
     char buf[1024];
-    return program_gone(pread(fd, buf, sizeof buf - 1, 0), buf, leader_gone);
+    return program_gone(pread(fd, buf, sizeof buf - 1, 0), buf, leader_gone, task);
 }
 
-static int program_gone(ssize_t n, char *buf, int *leader_gone)
+static int program_gone(ssize_t n, char *buf, int *leader_gone, int task)
 {
     if (n <= 0) return 0;
     buf[n] = 0;
@@ -292,8 +311,23 @@ static int program_gone(ssize_t n, char *buf, int *leader_gone)
         if (*p == ' ') field++;
     long threads = strtol(p, NULL, 10);
     if (threads > 4) return 0; /* the zombie leader, the writer, the control server, more */
-    /* (with a recorder, the control server is the only one of ours) */
-    return ftr_stw_others() == 0;
+    /* (with a recorder, the control server is the only one of ours); from the list alone,
+     * which a descriptor opened before can read after a chroot() too */
+    return ftr_stw_others_listed(task, (pid_t)ftr_getpid()) == 0;
+}
+
+/* The watcher of main's pthread_exit() could not open what it reads (a chroot() without
+ * /proc): the control server looks for it, from its own descriptors (control.c) */
+static atomic_int watch_blind, seen_gone;
+
+int ftr_orphan_watch_blind(void)
+{
+    return atomic_load(&watch_blind);
+}
+
+void ftr_orphan_seen_gone(void)
+{
+    atomic_store(&seen_gone, 1);
 }
 
 const struct ftr_end_info *ftr_end_orphaned(void)
@@ -338,7 +372,7 @@ static void *orphan_watch_main(void *arg)
         } else if (++waits % 200 == 0) {
             ftr_ctlsig_refresh(); /* about once a second */
         }
-        if (ftr_program_gone(&leader_gone)) {
+        if (atomic_load(&seen_gone) || ftr_program_gone(&leader_gone)) {
             ftr_writer_stop(ftr_end_orphaned());
             ftr_orphan_exit();
         }
@@ -352,6 +386,7 @@ void ftr_orphan_watch(void)
     pthread_t th;
     if (!ftr_g.ready || ftr_writer_tid || atomic_exchange(&started, 1)) return;
     ftr_program_watch(1); /* here, in the program's table: the watcher reads it */
+    if (stat_fd < 0) atomic_store(&watch_blind, 1);
     ftr_create_own_thread(&th, 1, orphan_watch_main, NULL);
 }
 

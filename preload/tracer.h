@@ -531,11 +531,16 @@ void ftr_resume(void) FTR_HIDDEN; /* after an exec that failed */
  * (*leader_gone: the main thread is; keep asking often)? If so, the END to write (the image is
  * marked ended), and then exit(0) with the program's exit handlers, in the writer thread. */
 int ftr_program_gone(int *leader_gone) FTR_HIDDEN;
-int ftr_program_gone_read(int fd, int *leader_gone) FTR_HIDDEN; /* the same, from fd */
-/* What ftr_program_gone() reads: a descriptor of this process's /proc stat, opened (open_it)
- * before a thread of ours that asks starts (the writer thread, the orphan watcher); a fork
- * child's copy of its parent's is closed either way */
+/* the same, from fd (/proc/<pid>/stat) and task (/proc/<pid>/task) */
+int ftr_program_gone_read(int fd, int task, int *leader_gone) FTR_HIDDEN;
+/* What ftr_program_gone() reads: descriptors of this process's /proc stat and task list,
+ * opened (open_it) before a thread of ours that asks starts (the writer thread, the orphan
+ * watcher); a fork child's copies of its parent's are closed either way */
 void ftr_program_watch(int open_it) FTR_HIDDEN;
+/* The orphan watcher could not open them (a chroot() without /proc): the control server
+ * looks in its stead, and says it saw the program gone (_seen_gone) for the watcher to end it */
+int ftr_orphan_watch_blind(void) FTR_HIDDEN;
+void ftr_orphan_seen_gone(void) FTR_HIDDEN;
 const struct ftr_end_info *ftr_end_orphaned(void) FTR_HIDDEN;
 void ftr_orphan_exit(void) FTR_HIDDEN __attribute__((noreturn));
 /* ctlsig.c: signals sent to one of our threads alone (the control server, the watcher of a

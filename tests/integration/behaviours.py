@@ -874,6 +874,16 @@ CASES = {
         [{"main": 1, "main;mainexit": 1}, TALKER])),
     "threads-sysexit-nice": Case("bthreads.c", ["sysexit", "nice"], exact(
         [{"main": 1, "main;sysexit": 1}, TALKER], [["main", "sysexit"]])),
+    # ... while the thread left closes descriptors 3 to 15 over and over
+    "threads-closerexit": Case("bthreads.c", ["closerexit"], exact(
+        [{"main": 1, "main;closerexit": 1},
+         {"closer": 1, "closer;talker": 1, "closer;talker;work": 3,
+          "closer;talker;work;leaf": 6}])),
+    # ... chrooted first, where there is no /proc (and main's pthread_exit() alike)
+    "threads-mainexit-chroot": Case("bthreads.c", ["mainexit", "chroot"], exact(
+        [{"main": 1, "main;mainexit": 1}, TALKER])),
+    "threads-sysexit-chroot": Case("bthreads.c", ["sysexit", "chroot"], exact(
+        [{"main": 1, "main;sysexit": 1}, TALKER], [["main", "sysexit"]])),
     "threads-blocked": Case("bstartup.c", ["blocked"], exact(
         [{"main": 1, "main;work": 1, "main;work;leaf": 10}, {"rd_done": 1}, {"sl_done": 1}]),
         needed=STARTUP_LIB),

@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <pthread.h>
@@ -10,6 +11,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -269,4 +271,35 @@ Test(stw, sleepers_are_not_woken_with_eintr, .init = setup)
     /* a thread caught between two sleeps is parked like any other; it can only meet EINTR in
      * the microseconds between our look at it and the signal */
     cr_assert_lt(atomic_load(&eintr_seen), rounds / 10, "EINTR leaked into sleeping threads");
+}
+
+/* ftr_stw_others_listed() reads the list again from a descriptor opened before: the other
+ * threads, not the caller, nor the leader it is told to leave out; -1 on a descriptor that
+ * is no directory (never 0, "no thread left") */
+Test(stw, others_listed_from_an_open_task_dir)
+{
+    int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    cr_assert(dfd >= 0);
+    int before = ftr_stw_others_listed(dfd, 0); /* the test runner's own threads */
+    cr_assert_geq(before, 0);
+    int leader_other = getpid() != (pid_t)syscall(SYS_gettid);
+    atomic_store(&stop_flag, 0);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, sleeper, NULL), 0);
+    cr_expect_eq(ftr_stw_others_listed(dfd, 0), before + 2);
+    cr_expect_eq(ftr_stw_others_listed(dfd, 0), before + 2, "read again from the start");
+    cr_expect_eq(ftr_stw_others_listed(dfd, getpid()), before + 2 - leader_other);
+    atomic_store(&stop_flag, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    /* a joined thread may be listed a moment longer (its tid is cleared before its end) */
+    int after = -1;
+    for (int i = 0; i < 2000 && (after = ftr_stw_others_listed(dfd, 0)) != before; i++)
+        usleep(1000);
+    cr_expect_eq(after, before);
+    close(dfd);
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    cr_expect_eq(ftr_stw_others_listed(fd, 0), -1);
+    close(fd);
 }

@@ -18,6 +18,11 @@
  *             them) after work(2) each, then returns: the process must end then, with
  *             status 0 and the lines. trees: main {main, main;mainexit}; thread {talker,
  *             talker;work 3, talker;work;leaf 6}
+ *   closerexit  as mainexit, but the thread first closes descriptors 3 to 15 over and over
+ *             for 0.3 s (a daemon's clean-up): the process ended before the thread was done,
+ *             the tracer's list of threads closed under it read as "no thread left".
+ *             trees: main {main, main;closerexit}; thread {closer, closer;talker, then
+ *             talker's below it}
  *   sysexit   the same, but the main thread ends with a raw exit system call (no glibc).
  *             trees: main {main, main;sysexit} (left open); thread as mainexit
  *   churn     5000 short threads (scaled()), 50 waves of 100 at a time, each worker -> work
@@ -50,21 +55,27 @@
  *             in too. trees: only the walker's {walker, walker;walk_all} is checked
  runs the mode under nice(5) first (a niced process whose main
  * thread had exited never ended: the tracer read the nice value as its thread count).
+ * A second argument "chroot" runs it chrooted first into a new empty directory, without /proc
+ * (as root; else where it is): after main's raw exit the process never ended, its control
+ * server unable to read /proc from there, and a SIGTERM then pending made it spin.
  */
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <stddef.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "behave.h"
 
@@ -202,6 +213,30 @@ NOINLINE int mainexit(void)
 {
     pthread_t t;
     pthread_create(&t, NULL, talker, NULL);
+    pthread_exit(NULL);
+}
+
+/* closes every descriptor from 3 to 15 again and again for 0.3 s, while the main thread is
+ * gone, then talks */
+NOINLINE void *closer(void *arg)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        for (int fd = 3; fd <= 15; fd++)
+            close(fd);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 300000000L);
+    return talker(arg);
+}
+
+NOINLINE int closerexit(void)
+{
+    pthread_t t;
+    /* pthread_exit() unwinds with libgcc_s, which glibc loads at its first use: not while
+     * descriptors are closed under the loader */
+    if (!dlopen("libgcc_s.so.1", RTLD_NOW)) return 3;
+    pthread_create(&t, NULL, closer, NULL);
     pthread_exit(NULL);
 }
 
@@ -357,6 +392,12 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
     if (argc > 2 && !strcmp(argv[2], "nice") && nice(5) == -1) return 3;
+    if (argc > 2 && !strcmp(argv[2], "chroot")) {
+        /* pthread_exit() unwinds with libgcc_s, which glibc loads at its first use */
+        if (!dlopen("libgcc_s.so.1", RTLD_NOW)) return 3;
+        mkdir("empty-root", 0700);
+        if (chroot("empty-root") == 0 && chdir("/") != 0) return 3;
+    }
     int rc = 2;
     if (!strcmp(mode, "many"))
         rc = many();
@@ -366,6 +407,8 @@ int main(int argc, char **argv)
         rc = churn();
     else if (!strcmp(mode, "exit"))
         rc = texit();
+    else if (!strcmp(mode, "closerexit"))
+        rc = closerexit();
     else if (!strcmp(mode, "mainexit"))
         rc = mainexit();
     else if (!strcmp(mode, "sysexit"))
