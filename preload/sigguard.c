@@ -771,12 +771,20 @@ EXPORT int sigwait(const sigset_t *set, int *sig)
     *sig = s;
     return 0;
 }
+/* What glibc's sigtimedwait() gives for a signal it took: a thread-directed one's SI_TKILL
+ * (raise() sends them) folded into SI_USER */
+static void give_waited(const siginfo_t *si, siginfo_t *info)
+{
+    if (!info) return;
+    *info = *si;
+    if (info->si_code == SI_TKILL) info->si_code = SI_USER;
+}
 EXPORT int sigwaitinfo(const sigset_t *set, siginfo_t *info)
 {
     siginfo_t si;
     int s = take_waited(set, &si);
     if (!s) return REAL(sigwaitinfo)(set, info);
-    if (info) *info = si;
+    give_waited(&si, info);
     return s;
 }
 EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *t)
@@ -784,7 +792,7 @@ EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct times
     siginfo_t si;
     int s = take_waited(set, &si);
     if (!s) return REAL(sigtimedwait)(set, info, t);
-    if (info) *info = si;
+    give_waited(&si, info);
     return s;
 }
 

@@ -174,6 +174,14 @@ def test_held_value(r):
     same("held-value shim: a held SI_TKILL signal keeps what it was sent", pout, sout)
 
 
+def test_held_wait(r):
+    (_, pout), (_, sout) = r.both("held-wait")
+    same("held-wait plain", pout[:1],
+         ["held-wait raise=5/0 tgsigqueue=5/0 kill=5/0 sigqueue=5/-1"])
+    same("held-wait shim: a held SIGTRAP taken by sigwaitinfo()/sigtimedwait() has the "
+         "si_code glibc gives", pout, sout)
+
+
 def test_endings(r):
     for mode, rc in [("trap-default", -signal.SIGTRAP), ("trap-ign", -signal.SIGTRAP),
                      ("trap-resethand", -signal.SIGTRAP), ("rt-default", -RT7), ("rt-ign", 0),
@@ -236,8 +244,8 @@ def main():
     try:
         r = Runner(*build(a.cc, tmp))
         for t in [test_blocked_trap, test_handler_mask, test_readback, test_masks, test_waits,
-                  test_raise_rt, test_held_value, test_endings, test_processes, test_late,
-                  test_stress]:
+                  test_raise_rt, test_held_value, test_held_wait, test_endings, test_processes,
+                  test_late, test_stress]:
             t(r)
     finally:
         if a.keep:

@@ -507,6 +507,32 @@ static void m_held_value(void)
            last_code, seen_value, seen_pid, seen_uid, seen_errno);
 }
 
+/* SIGTRAP, blocked in the thread's view, sent 4 ways and taken with sigwaitinfo() or
+ * sigtimedwait(): the si_code each returns (glibc folds a thread-directed SI_TKILL into
+ * SI_USER there; a held one came back as SI_TKILL) */
+static void m_held_wait(void)
+{
+    sigset_t trap;
+    only(&trap, SIGTRAP);
+    sigprocmask(SIG_BLOCK, &trap, NULL);
+    struct timespec t = {1, 0};
+    siginfo_t si;
+    raise(SIGTRAP);
+    int r1 = sigwaitinfo(&trap, &si), c1 = si.si_code;
+    memset(&si, 0, sizeof si);
+    si.si_signo = SIGTRAP;
+    si.si_code = SI_TKILL;
+    si.si_value.sival_int = 9;
+    syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid), SIGTRAP, &si);
+    int r2 = sigtimedwait(&trap, &si, &t), c2 = si.si_code;
+    kill(getpid(), SIGTRAP);
+    int r3 = sigwaitinfo(&trap, &si), c3 = si.si_code;
+    sigqueue(getpid(), SIGTRAP, (union sigval){.sival_int = 5});
+    int r4 = sigtimedwait(&trap, &si, &t), c4 = si.si_code;
+    printf("held-wait raise=%d/%d tgsigqueue=%d/%d kill=%d/%d sigqueue=%d/%d\n", r1, c1, r2, c2, r3,
+           c3, r4, c4);
+}
+
 int main(int argc, char **argv)
 {
     struct rlimit nocore = {0, 0};
@@ -534,6 +560,8 @@ int main(int argc, char **argv)
         m_waits(argc > 2 && !strcmp(argv[2], "suspend"));
     else if (!strcmp(m, "held-value"))
         m_held_value();
+    else if (!strcmp(m, "held-wait"))
+        m_held_wait();
     else if (!strcmp(m, "raise-rt")) {
         install(RT7, on_info, 0, &none);
         raise(RT7);
