@@ -547,20 +547,26 @@ static void *server_main(void *arg)
     bound(1);
     int failures = 0; /* in a row: past a few, slow down (never spin) */
     int leader_gone = 0;
+    /* What is done each second (each 5 ms once the main thread is gone) is done by the clock,
+     * not when a wait times out: connections coming more often than that (every new session's
+     * recorder looks at every live socket) kept a process whose main thread had exited from
+     * ever ending (threads-pokedexit) */
+    uint64_t tick = now_ms() + 1000;
     while (atomic_load(&gen) == me && failures < 1000) {
         struct pollfd p[2] = {{.fd = listen_fd, .events = POLLIN},
                               {.fd = sig_fd, .events = POLLIN}};
-        int ms = leader_gone ? 5 : 1000;
+        uint64_t now = now_ms();
+        int ms = tick > now ? (int)(tick - now) : 0;
         int r = listen_fd >= 0 ? poll(p, 2, ms) : (usleep((useconds_t)ms * 1000), 0);
         if (atomic_load(&gen) != me) break;
-        if (r > 0 && p[1].revents) {
-            ftr_ctlsig_take();
-            if (!p[0].revents) continue;
+        if (r > 0 && p[1].revents) ftr_ctlsig_take();
+        if (now_ms() >= tick) {
+            if (sig_fd >= 0) ftr_ctlsig_refresh();
+            if (!ftr_writer_tid) watch_program(&leader_gone);
+            rebind_if_gone_or_lost(); /* the socket file removed (by hand, /tmp cleaner) */
+            tick = now_ms() + (leader_gone ? 5 : 1000);
         }
-        if (r == 0 && sig_fd >= 0) ftr_ctlsig_refresh();
-        if (r == 0 && !ftr_writer_tid) watch_program(&leader_gone);
-        if (r == 0) rebind_if_gone_or_lost(); /* the socket file removed (by hand, /tmp cleaner) */
-        if (r <= 0) continue;
+        if (r <= 0 || !p[0].revents) continue;
         if ((p[0].revents & (POLLHUP | POLLERR | POLLNVAL)) || !listening_ours()) {
             close_own(&listen_fd); /* broken: listen anew */
             rebind_if_gone_or_lost();

@@ -874,6 +874,10 @@ CASES = {
         [{"main": 1, "main;mainexit": 1}, TALKER])),
     "threads-sysexit-nice": Case("bthreads.c", ["sysexit", "nice"], exact(
         [{"main": 1, "main;sysexit": 1}, TALKER], [["main", "sysexit"]])),
+    # ... while a fork child connects to the control socket every 20 ms
+    "threads-pokedexit": Case("bthreads.c", ["pokedexit"], exact(
+        [{"main": 1, "main;pokedexit": 1, "main;pokedexit;sysexit": 1}, TALKER],
+        [["main", "pokedexit", "sysexit"]])),
     # ... while the thread left closes descriptors 3 to 15 over and over
     "threads-closerexit": Case("bthreads.c", ["closerexit"], exact(
         [{"main": 1, "main;closerexit": 1},

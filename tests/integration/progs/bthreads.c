@@ -23,6 +23,10 @@
  *             the tracer's list of threads closed under it read as "no thread left".
  *             trees: main {main, main;closerexit}; thread {closer, closer;talker, then
  *             talker's below it}
+ *   pokedexit as sysexit, while a fork child connects to the process's control socket every
+ *             20 ms until the process is gone (as the recorders of many new sessions do): the
+ *             control server looked for the end only when a second passed without a
+ *             connection, and the process never ended. trees: as sysexit
  *   sysexit   the same, but the main thread ends with a raw exit system call (no glibc).
  *             trees: main {main, main;sysexit} (left open); thread as mainexit
  *   churn     5000 short threads (scaled()), 50 waves of 100 at a time, each worker -> work
@@ -71,6 +75,9 @@
 #include <stddef.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <sys/un.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -240,6 +247,45 @@ NOINLINE int closerexit(void)
     pthread_exit(NULL);
 }
 
+NOINLINE int sysexit(void);
+
+/* A fork child connects to its parent's control socket (where ftrace-run's preload listens;
+ * untraced there is none) every 20 ms until the parent is gone, as a storm of new sessions'
+ * recorders, which look at every live socket, does; then the parent's main thread exits raw */
+NOTRACE static void poke_parent(pid_t parent)
+{
+    char path[200];
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (xdg && *xdg)
+        snprintf(path, sizeof path, "%s/ftrace-run/%d.sock", xdg, (int)parent);
+    else
+        snprintf(path, sizeof path, "/tmp/ftrace-run-%u/%d.sock", (unsigned)geteuid(), (int)parent);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    for (int i = 0; getppid() == parent && i < 3000; i++) { /* a minute at most */
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0) {
+            connect(fd, (struct sockaddr *)&a, sizeof a);
+            close(fd);
+        }
+        usleep(20 * 1000);
+    }
+}
+
+NOINLINE int pokedexit(void)
+{
+    pid_t parent = getpid();
+    pid_t child = fork();
+    if (child == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1); /* the test's pipes are the parent's alone */
+        dup2(null, 2);
+        poke_parent(parent);
+        _exit(0);
+    }
+    return sysexit();
+}
+
 NOINLINE int sysexit(void)
 {
     pthread_t t;
@@ -407,6 +453,8 @@ int main(int argc, char **argv)
         rc = churn();
     else if (!strcmp(mode, "exit"))
         rc = texit();
+    else if (!strcmp(mode, "pokedexit"))
+        rc = pokedexit();
     else if (!strcmp(mode, "closerexit"))
         rc = closerexit();
     else if (!strcmp(mode, "mainexit"))
