@@ -5,9 +5,9 @@
  *
  * It checks what it can before touching the process (the arguments, the filter's syntax, that
  * the process exists and has libftrace.so loaded), then talks to the process's control server
- * (preload/control.c), which listens on its Unix socket from the process's start: no signal is
- * ever sent to the process. One request line goes out; the
- * reply's lines are printed, and its last line ("ok" or "error: ...") gives the exit status.
+ * (preload/runtime/control.c), which listens on its Unix socket from the process's start: no signal
+ * is ever sent to the process. One request line goes out; the reply's lines are printed, and its
+ * last line ("ok" or "error: ...") gives the exit status.
  *
  * Exit status: 0 done, 1 the process could not be reached or refused, 2 bad usage or a filter
  * that selects none of the process's functions (refused by the process: the filter in force
@@ -40,7 +40,8 @@
 #define REQUEST_MAX 4096   /* the server's limit, newline included */
 #define REPLY_MIN_MS 15000 /* a reply may wait for a re-patch */
 #define DEPTH_MAX 1000000u
-#define NO_MATCH "no function matches the " /* preload/settings.c's and values.c's refusal */
+/* preload/runtime/settings.c's and values.c's refusal */
+#define NO_MATCH "no function matches the "
 
 static const char *prog = "ftrace-ctl";
 static int target_pid;

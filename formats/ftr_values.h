@@ -1,6 +1,6 @@
 /*
  * ftr_values.h - argument and return values in the event stream: the bytes of a value list,
- * written by the hooks (preload/hooks.c, through the inline helpers below: no libc) and read by
+ * written by the hooks (preload/hot/hooks.c, through the inline helpers below: no libc) and read by
  * the report (ftr_values_next()). docs/format.md, "Values", describes the same bytes.
  *
  * A thread's stream carries a function's values as one SPECIAL VALUES event (arg = site |

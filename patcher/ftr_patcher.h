@@ -99,8 +99,9 @@ struct ftr_site {
                         word above where a plain entry site has it (mcount is then 0) */
     uint8_t through; /* 1 when the caller calls its function through (its CALL state is then a
                         jmp to the stub; maintained by the caller) */
-    uint8_t libcall; /* 1: not a site in text but a library call, a GOT slot (preload/libcalls.c):
-                        addr is the slot, func the function it calls, name its symbol */
+    uint8_t libcall; /* 1: not a site in text but a library call, a GOT slot
+                        (preload/runtime/libcalls.c): addr is the slot, func the function it calls,
+                        name its symbol */
 };
 
 /* ---- x86_64_insn.c: decide and generate (pure) ---- */

@@ -8,7 +8,7 @@
  * the .data and .bss of a dozen modules, that was ~10 pages, each copied twice (perf record -e
  * minor-faults -d). A variable written there is declared FTR_FORK_PAGE: the linker gathers
  * every such variable of every module into the one section "ftr_fork_page", which starts on a
- * page of its own (forkpage.c) and stays under one page (a build check there). Nothing on the
+ * page of its own (runtime/alloc.c) and stays under one page (a build check there). Nothing on the
  * hot path writes there: the hooks only read ftr_hot.
  */
 #ifndef FTR_FORKPAGE_H

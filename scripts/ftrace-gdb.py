@@ -4,7 +4,7 @@
 #
 # A traced function whose return is hooked (mcount sites, FTRACE_EXIT=hook, functions not called
 # through) has ftr_tramp_return as its return address; the real one is in the thread's shadow
-# book of return addresses (libftrace.so's ftr_ret_book, preload/retaddr.h), kept by the stack
+# book of return addresses (libftrace.so's ftr_ret_book, preload/hot/retaddr.h), kept by the stack
 # slot it was taken from. libgcc's unwinder gets it from the pseudo-frame's personality routine,
 # which gdb does not run: without this script gdb's backtrace stops there ("Backtrace stopped").
 # This unwinder reads the book as retaddr.h does and gives gdb the real caller, whichever thread

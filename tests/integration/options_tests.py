@@ -108,9 +108,9 @@ BAD = [
 
 
 def tsc_trusted():
-    """Whether ftrace-run's --clock auto takes the TSC here (preload/init.c, choose_clock): the
-    CPU says it is invariant and the kernel offers it as a clocksource (a VM booted with
-    tsc=unstable does not)."""
+    """Whether ftrace-run's --clock auto takes the TSC here (preload/runtime/init.c,
+    choose_clock): the CPU says it is invariant and the kernel offers it as a clocksource (a VM
+    booted with tsc=unstable does not)."""
     try:
         with open("/sys/devices/system/clocksource/clocksource0/available_clocksource") as f:
             kernel = "tsc" in f.read().split()

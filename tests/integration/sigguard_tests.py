@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""preload/sigguard.c: the guarded signals (SIGTRAP, SIGRTMIN+7) stay unblocked and ours while
-the program believes what it asked for.
+"""preload/interpose/sigguard.c: the guarded signals (SIGTRAP, SIGRTMIN+7) stay unblocked and
+ours while the program believes what it asked for.
 
 Nothing in libftrace.so calls it yet in every build, so this builds a test-only preload from
-preload/sigguard.c, preload/sigview.c and progs/sigguard_shim.c (its constructor guards both
+preload/interpose/sigguard.c, sigview.c and progs/sigguard_shim.c (its constructor guards both
 signals and installs a handler that counts and chains to the program's action), and runs
 progs/sigguard_prog.c in each mode untraced ("plain") and with the shim preloaded ("shim").
 Where the program must not tell the difference the two outputs (and how the process ended) must
@@ -28,6 +28,7 @@ import buildcache  # noqa: E402
 TOP = os.path.dirname(os.path.dirname(HERE))
 PROGS = os.path.join(HERE, "progs")
 PRELOAD = os.path.join(TOP, "preload")
+INTERPOSE = os.path.join(PRELOAD, "interpose")
 TIMEOUT = 30
 RT7 = signal.SIGRTMIN + 7
 GUARDED_BITS = (1 << (signal.SIGTRAP - 1)) | (1 << (RT7 - 1))
@@ -48,8 +49,10 @@ def build(cc, tmp):
     shim = os.path.join(tmp, "sigguard_shim.so")
     prog = os.path.join(tmp, "sigguard_prog")
     for cmd in ([cc] + flags + ["-shared", "-fPIC", "-fvisibility=hidden", "-I", PRELOAD,
-                                os.path.join(PRELOAD, "sigguard.c"),
-                                os.path.join(PRELOAD, "sigview.c"),
+                                "-I", INTERPOSE, "-I", os.path.join(PRELOAD, "hot"),
+                                "-I", os.path.join(PRELOAD, "runtime"),
+                                os.path.join(INTERPOSE, "sigguard.c"),
+                                os.path.join(INTERPOSE, "sigview.c"),
                                 os.path.join(PROGS, "sigguard_shim.c"), "-o", shim, "-ldl"],
                 [cc] + flags + [os.path.join(PROGS, "sigguard_prog.c"), "-o", prog, "-ldl"]):
         r = buildcache.run(cmd, capture_output=True, text=True, timeout=120)

@@ -70,7 +70,7 @@ MODES = {
 # review"): the hostile program is kept, seen failing, for the fix to come.
 KNOWN_FAILING = set()
 # What ftrace-run says when it steps aside from a thread whose signal handler switched stacks
-# while a hook it interrupted was running (preload/switch.c)
+# while a hook it interrupted was running (preload/hot/switch.c)
 ASIDE_LINE = "ftrace-run: a signal handler switched stacks while the tracer's hook"
 SOURCES = {"bstacks": ("bstacks.c", ""), "bgreen": ("bgreen.c", ""),
            "bstacks_boost": ("bstacks_boost.cpp", "-lboost_context")}

@@ -36,14 +36,10 @@
 #include "tracer.h"
 #include "values.h"
 
-/* ---- what the rest of libftrace.so provides to hooks.c, threads.c and writer.c ---- */
-struct ftr_global ftr_g = {.fd = -1};
-struct ftr_hot ftr_hot;
-struct ftr_config ftr_cfg;
+/* ---- what the rest of libftrace.so provides to hooks.c, threads.c and writer.c (the
+ * global state: state.c) ---- */
 struct ftr_process_info ftr_process;
 uint64_t ftr_start_raw_ns, ftr_start_cal_tsc;
-uint8_t *ftr_site_flags;
-uintptr_t *ftr_site_body;
 /* values.h: no site records values here */
 const struct ftr_valprog *ftr_valprogs;
 uint16_t *ftr_site_prog;

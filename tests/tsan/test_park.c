@@ -1,6 +1,6 @@
 /*
  * test_park.c - the hand-over of a suspended coroutine's shadow entries between threads
- * (preload/park.c), under ThreadSanitizer (tests/tsan/CMakeLists.txt).
+ * (preload/hot/park.c), under ThreadSanitizer (tests/tsan/CMakeLists.txt).
  *
  * 64 "coroutines", each a declared stack (stacks.c), go round a mutex-protected run queue as a
  * fiber scheduler's would; 4 workers pop one, take its park (ftr_unpark), check that it holds

@@ -1,5 +1,5 @@
-/* Unit tests of the records' memory (preload/region.c): chunks in a memfd that another mapping
- * of the file sees, segments mapped once, the size kept within RLIMIT_FSIZE, a fork child's
+/* Unit tests of the records' memory (preload/runtime/region.c): chunks in a memfd that another
+ * mapping of the file sees, segments mapped once, the size kept within RLIMIT_FSIZE, a fork child's
  * region of its own, and no mapping while the descriptor guard moves a descriptor. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>

@@ -1,4 +1,4 @@
-/* sigguard_shim: a test-only preload built from preload/sigguard.c plus this file
+/* sigguard_shim: a test-only preload built from preload/interpose/sigguard.c plus this file
  * (sigguard_tests.py). Its constructor guards SIGTRAP and SIGRTMIN+7 as libftrace.so will, and
  * installs one handler for both that counts deliveries and passes them on to the program's
  * action (ftr_sigguard_chain). With SIGGUARD_SHIM_LATE=1 in the environment it does nothing

@@ -26,8 +26,6 @@
 #include "ftr_patcher.h"
 #include "tracer.h"
 
-uintptr_t *ftr_site_body;
-
 static int entry_shaped(const struct ftr_site *s)
 {
     if (s->mcount || s->chain) return 0;

@@ -48,7 +48,8 @@ struct free_block {
     struct free_block *next;
 };
 
-/* the fork page's first variable (alloc.c is linked first): the page starts here */
+/* the fork page's first variable (alloc.c is linked first: preload/CMakeLists.txt): the page
+ * starts here */
 static atomic_int heap_lock FTR_FORK_PAGE __attribute__((aligned(4096)));
 static struct free_block *free_list[NCLASSES];
 static char *arena_pos, *arena_end;

@@ -31,8 +31,6 @@
 #include "stacks.h"
 #include "tracer.h"
 
-__thread struct ftr_tls ftr_tls __attribute__((tls_model("initial-exec")));
-
 enum { REC_FREE = 0, REC_CLAIMED, REC_LIVE, REC_ENDED };
 
 #define CHUNKS_MAX (1u << 20)

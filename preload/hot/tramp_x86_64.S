@@ -206,7 +206,7 @@ END(ftr_tramp_through)
     .globl ftr_tramp_through_end; .hidden ftr_tramp_through_end
 ftr_tramp_through_end: /* unwind.c: return addresses in [ftr_tramp_through, here) are ours */
 
-/* A library call (preload/libcalls.c): the module's GOT slot holds the stub of the symbol,
+/* A library call (preload/runtime/libcalls.c): the module's GOT slot holds the stub of the symbol,
  * so the program's `call f@plt` (or `call *f@GOTPCREL(%rip)`) arrives here with rsp at the
  * call's return address, as at f's first byte. The entry hook hooks that return address like
  * any function's and says where f is; then every register goes back as it came and f is

@@ -38,9 +38,6 @@
 #include "tracer.h"
 #include "values.h"
 
-struct ftr_global ftr_g FTR_FORK_PAGE = {.fd = -1};
-struct ftr_hot ftr_hot FTR_FORK_PAGE;
-struct ftr_config ftr_cfg;
 struct ftr_process_info ftr_process FTR_FORK_PAGE FTR_HIDDEN;
 /* the TSC calibration base (writer.c): the start of this process's first image; a fork child
  * keeps its parent's */

@@ -45,8 +45,6 @@
 #include "tracer.h"
 #include "values.h"
 
-uint8_t *ftr_site_flags;
-
 static pthread_mutex_t settings_lock FTR_FORK_PAGE =
     PTHREAD_MUTEX_INITIALIZER; /* ftrace-ctl requests */
 static struct ftr_filter *filter, *graph_fns, *notrace_fns;
