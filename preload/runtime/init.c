@@ -266,9 +266,8 @@ void ftr_program_watch(int open_it)
     stat_fd = open_high("/proc/%d/stat", pid, 0);
     task_fd = open_high("/proc/%d/task", pid, O_DIRECTORY);
     if (stat_fd < 0 || task_fd < 0) { /* a chroot() without /proc: the server looks (control.c) */
-        if (stat_fd >= 0) close(stat_fd);
-        if (task_fd >= 0) close(task_fd);
-        stat_fd = task_fd = -1;
+        unwatch(&stat_fd);
+        unwatch(&task_fd);
         return;
     }
     stat_pid = pid;
